@@ -1,0 +1,1 @@
+"""Agents, scenarios, handoffs, sessions and demo profiles."""

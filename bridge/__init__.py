@@ -1,0 +1,1 @@
+"""Contact-center AudioHook v2 bridge to the realtime voice API."""

@@ -1,0 +1,1 @@
+"""Telephony and browser transports: REST, webhooks, media-stream and browser consumers."""

@@ -1,0 +1,1 @@
+"""MCP servers at runtime: models, connection manager, OAuth, REST, admin."""

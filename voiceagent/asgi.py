@@ -1,0 +1,21 @@
+"""ASGI entry point for daphne and uvicorn: HTTP + WebSockets behind the lifecycle gate."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_asgi_app = get_asgi_application()
+
+from voiceagent import components  # noqa: E402
+from voiceagent.lifecycle import LifespanApp, install_twisted_hooks, lifecycle  # noqa: E402
+from voiceagent.routing import websocket_urlpatterns  # noqa: E402
+
+components.install(lifecycle)
+install_twisted_hooks(lifecycle)  # daphne: no lifespan events, use the reactor's triggers
+
+application = LifespanApp(
+    ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)})
+)

@@ -1,0 +1,97 @@
+"""The built-in components plugged into the lifecycle's named steps, and their readiness checks.
+
+This is the one place that says what each startup step does in this service. Feature packages
+add their own hooks by calling :func:`voiceagent.lifecycle.Lifecycle.register` from here (one
+function per step), so reading this file tells the whole startup story.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from django.conf import settings
+
+from voiceagent import auth
+from voiceagent.appconfig import appconfig
+from voiceagent.health.checks import register_check
+from voiceagent.lifecycle import Lifecycle
+
+logger = logging.getLogger("voiceagent.components")
+_installed: set[int] = set()
+
+
+# --- step 1: core -------------------------------------------------------------------------------
+def _cache_roundtrip() -> tuple[str, str]:
+    from django.core.cache import cache
+
+    key = f"readiness:{uuid.uuid4().hex}"
+    cache.set(key, "1", 10)
+    ok = cache.get(key) == "1"
+    cache.delete(key)
+    backend = "Redis" if settings.REDIS_URL else "local memory (single process)"
+    where = f" at {settings.CONFIG.CACHE_HOST}:{settings.CONFIG.CACHE_PORT}" if settings.REDIS_URL else ""
+    return ("healthy", f"{backend}{where}: set/get ok") if ok else ("unhealthy", f"{backend}{where}: read-back failed")
+
+
+async def start_core() -> str:
+    status, detail = await asyncio.wait_for(asyncio.to_thread(_cache_roundtrip), 5)
+    if status != "healthy":
+        raise RuntimeError(f"session cache: {detail}")
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    notes = [f"cache {detail}", f"channel layer {type(layer).__name__}", appconfig().start_timer()]
+    return "; ".join(notes)
+
+
+async def stop_core() -> None:
+    await appconfig().stop_timer()
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    close = getattr(layer, "close_pools", None)
+    if close is not None:
+        await close()
+
+
+def _auth_check() -> tuple[str, str]:
+    mode = auth.auth_mode()
+    env = settings.CONFIG.ENVIRONMENT
+    if mode == "open":
+        return "healthy", f"{env}: open, no API keys configured (every request allowed)"
+    if mode == "locked":
+        return "unhealthy", f"{env}: API keys required but none configured (every request is refused)"
+    env_keys = len(settings.CONFIG.API_KEYS)
+    return "healthy", f"{env}: API keys required ({env_keys} from API_KEYS, plus stored keys)"
+
+
+async def announce_auth_mode() -> str:
+    status, detail = await asyncio.to_thread(_auth_check)
+    if auth.auth_mode() == "open":
+        logger.warning("API authentication is OFF: development mode with no API keys configured. "
+                       "Set API_KEYS or run `manage.py create_api_key` before exposing this service.")
+    elif status == "unhealthy":
+        logger.error("API authentication: %s", detail)
+    return detail
+
+
+def _telephony_check() -> tuple[str, str]:
+    if not settings.CONFIG.TELEPHONY_ENDPOINT:
+        return "not_configured", "TELEPHONY_ENDPOINT not set: phone calls disabled"
+    return "unhealthy", "telephony caller not implemented yet"
+
+
+def install(cycle: Lifecycle) -> None:
+    """Register the built-in components of every step (idempotent per lifecycle)."""
+    if id(cycle) in _installed:
+        return
+    _installed.add(id(cycle))
+    cycle.deferred_timeout = settings.CONFIG.SHUTDOWN_DEFERRED_TIMEOUT
+    cycle.register("core", "session-cache+channel-layer+appconfig", start=start_core, stop=stop_core)
+    cycle.register("core", "auth", start=announce_auth_mode)
+    register_check("cache", _cache_roundtrip)
+    register_check("auth_configuration", _auth_check)
+    register_check("telephony", _telephony_check)
+    cycle.load_plugins(settings.CONFIG.LIFECYCLE_PLUGINS)

@@ -1,0 +1,93 @@
+"""One error shape everywhere under /api/v1: ``{"detail": "<sentence>"}`` (+ ``errors``).
+
+DRF errors go through :func:`api_exception_handler`; Django-level 404/500 (unknown paths,
+unhandled exceptions) through :func:`json_404` / :func:`json_500` and
+:class:`voiceagent.middleware.ApiErrorMiddleware`. A 500 body says "internal error" and the
+request id, nothing else; the traceback goes to the log with that id.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from voiceagent.logging import request_id_var
+
+logger = logging.getLogger("voiceagent.errors")
+
+
+class ApiError(exceptions.APIException):
+    """An error with a chosen status and detail (and optional field errors)."""
+
+    def __init__(self, detail: str, status_code: int = 400, errors: dict | None = None):
+        super().__init__(detail)
+        self.status_code = status_code
+        self.errors = errors
+
+
+def _first_message(errors) -> str:
+    if isinstance(errors, dict):
+        for field, value in errors.items():
+            msg = _first_message(value)
+            return msg if field in ("non_field_errors", "detail") else f"{field}: {msg}"
+    if isinstance(errors, list) and errors:
+        return _first_message(errors[0])
+    return str(errors)
+
+
+def _plain(errors):
+    if isinstance(errors, dict):
+        return {k: _plain(v) for k, v in errors.items()}
+    if isinstance(errors, list):
+        return [_plain(v) for v in errors]
+    return str(errors)
+
+
+def api_exception_handler(exc, context):
+    """DRF exception handler producing ``{"detail"}`` bodies for every error."""
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _plain(exc.detail)
+        if not isinstance(errors, dict):
+            errors = {"non_field_errors": errors if isinstance(errors, list) else [errors]}
+        body = {"detail": f"Invalid request: {_first_message(errors)}", "errors": errors}
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, ApiError):
+        body = {"detail": str(exc.detail)}
+        if exc.errors:
+            body["errors"] = exc.errors
+        return Response(body, status=exc.status_code)
+    if isinstance(exc, exceptions.ParseError):
+        return Response({"detail": f"Malformed JSON body: {exc.detail}"}, status=400)
+    response = exception_handler(exc, context)
+    if response is not None:
+        detail = response.data.get("detail") if isinstance(response.data, dict) else None
+        response.data = {"detail": str(detail) if detail else _first_message(response.data)}
+        return response
+    if isinstance(exc, Http404):
+        return Response({"detail": "Not found."}, status=404)
+    return None  # unhandled -> Django's handler500 (json_500)
+
+
+def internal_error_response() -> JsonResponse:
+    rid = request_id_var.get()
+    return JsonResponse({"detail": f"internal error (request id {rid})", "request_id": rid}, status=500)
+
+
+def json_404(request, exception=None) -> JsonResponse:
+    return JsonResponse({"detail": f"Not found: {request.path}"}, status=404)
+
+
+def json_500(request) -> JsonResponse:
+    return internal_error_response()
+
+
+def json_400(request, exception=None) -> JsonResponse:
+    return JsonResponse({"detail": "Bad request."}, status=400)
+
+
+def json_403(request, exception=None) -> JsonResponse:
+    return JsonResponse({"detail": "Forbidden."}, status=403)

@@ -1,0 +1,1 @@
+"""Liveness, readiness, deep health, pool metrics and dynamic configuration endpoints."""

@@ -1,0 +1,230 @@
+"""``/health`` ``/ready`` ``/readiness`` ``/pools`` ``/appconfig`` (bodies: spec + CONTRACTS.md)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from asgiref.sync import async_to_sync
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from voiceagent.appconfig import appconfig
+from voiceagent.connections import tracker
+from voiceagent.health import checks
+from voiceagent.lifecycle import lifecycle
+from voiceagent.speech.pools import pool_metrics
+
+# MCP status source: the MCP app installs a callable returning {name: {"status", "tools_count"}}.
+mcp_status_source: Callable[[], dict[str, dict]] = dict
+
+
+def set_mcp_status_source(fn: Callable[[], dict[str, dict]]) -> None:
+    global mcp_status_source
+    mcp_status_source = fn
+
+
+class SessionMetricsSerializer(serializers.Serializer):
+    connected = serializers.IntegerField()
+    disconnected = serializers.IntegerField()
+    active = serializers.IntegerField()
+
+
+class HealthSerializer(serializers.Serializer):
+    status = serializers.CharField(help_text="`healthy` when running")
+    timestamp = serializers.FloatField(help_text="epoch seconds")
+    message = serializers.CharField()
+    active_sessions = serializers.IntegerField()
+    session_metrics = SessionMetricsSerializer()
+
+
+class WarmupResultsSerializer(serializers.Serializer):
+    openai = serializers.BooleanField()
+    tts_pool = serializers.IntegerField()
+    stt_pool = serializers.IntegerField()
+
+
+class McpServerStateSerializer(serializers.Serializer):
+    status = serializers.CharField()
+    tools_count = serializers.IntegerField()
+
+
+class ReadyDetailsSerializer(serializers.Serializer):
+    warmup_results = WarmupResultsSerializer()
+    mcp_servers = serializers.DictField(child=McpServerStateSerializer())
+    steps = serializers.DictField(child=serializers.DictField(), help_text="per startup step: status, duration_ms")
+
+
+class ReadyPoolsSerializer(serializers.Serializer):
+    tts = serializers.IntegerField()
+    stt = serializers.IntegerField()
+
+
+class ReadySerializer(serializers.Serializer):
+    ready = serializers.BooleanField()
+    timestamp = serializers.FloatField()
+    deferred_startup_complete = serializers.BooleanField()
+    warmup_completed = serializers.BooleanField()
+    mcp_ready = serializers.BooleanField()
+    details = ReadyDetailsSerializer()
+    status = serializers.ChoiceField(choices=["ready", "starting"])
+    mcp = serializers.ChoiceField(choices=["connected", "partial", "disconnected", "none"])
+    pools = ReadyPoolsSerializer()
+
+
+class CheckSerializer(serializers.Serializer):
+    component = serializers.ChoiceField(choices=list(checks.COMPONENTS))
+    status = serializers.ChoiceField(choices=["healthy", "unhealthy", "not_configured"])
+    detail = serializers.CharField()
+    check_time_ms = serializers.FloatField()
+
+
+class ReadinessSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ready", "unhealthy"])
+    timestamp = serializers.FloatField()
+    checks = CheckSerializer(many=True)
+
+
+class PoolSerializer(serializers.Serializer):
+    size = serializers.IntegerField()
+    available = serializers.IntegerField()
+    in_use = serializers.IntegerField()
+    utilization = serializers.FloatField(help_text="0..1")
+    waiters = serializers.IntegerField()
+    acquired_total = serializers.IntegerField()
+    wait_ms_p95 = serializers.FloatField()
+    provider = serializers.CharField()
+
+
+class PoolsBodySerializer(serializers.Serializer):
+    tts = PoolSerializer()
+    stt = PoolSerializer()
+
+
+class PoolsSerializer(serializers.Serializer):
+    pools = PoolsBodySerializer()
+    timestamp = serializers.FloatField()
+
+
+class AppConfigSerializer(serializers.Serializer):
+    provider = serializers.ChoiceField(choices=["environment", "file"])
+    enabled = serializers.BooleanField()
+    source = serializers.CharField()
+    keys = serializers.ListField(child=serializers.CharField(), help_text="names only, never values")
+    last_refresh = serializers.FloatField(allow_null=True)
+    status = serializers.CharField()
+
+
+class AppConfigRefreshSerializer(AppConfigSerializer):
+    changed = serializers.ListField(child=serializers.CharField())
+
+
+class HealthView(APIView):
+    """Liveness: 200 once the blocking startup steps are done."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(responses=HealthSerializer, tags=["health"], auth=[], summary="Liveness")
+    def get(self, request):
+        metrics = tracker.metrics()
+        return Response({
+            "status": "healthy",
+            "timestamp": time.time(),
+            "message": "Voice agent backend is running",
+            "active_sessions": metrics["active"],
+            "session_metrics": metrics,
+        })
+
+
+def _mcp_summary(servers: dict[str, dict]) -> str:
+    if not servers:
+        return "none"
+    healthy = sum(1 for s in servers.values() if s.get("status") == "healthy")
+    if healthy == len(servers):
+        return "connected"
+    return "partial" if healthy else "disconnected"
+
+
+class ReadyView(APIView):
+    """Readiness: 200 only when the deferred startup steps (warmup, mcp) are complete."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(responses={200: ReadySerializer, 503: ReadySerializer}, tags=["health"], auth=[],
+                   summary="Readiness (deferred startup complete)")
+    def get(self, request):
+        ready = lifecycle.accepting and lifecycle.deferred_startup_complete
+        servers = {
+            name: {"status": s.get("status", "unknown"), "tools_count": int(s.get("tools_count", 0))}
+            for name, s in mcp_status_source().items()
+        }
+        warm = dict(lifecycle.warmup_results)
+        metrics = pool_metrics()
+        body = {
+            "ready": ready,
+            "timestamp": time.time(),
+            "deferred_startup_complete": lifecycle.deferred_startup_complete,
+            "warmup_completed": lifecycle.warmup_completed,
+            "mcp_ready": lifecycle.mcp_ready,
+            "details": {
+                "warmup_results": {
+                    "openai": bool(warm.get("openai", False)),
+                    "tts_pool": int(warm.get("tts_pool", 0)),
+                    "stt_pool": int(warm.get("stt_pool", 0)),
+                },
+                "mcp_servers": servers,
+                "steps": {name: {"status": r.status, "duration_ms": r.duration_ms}
+                          for name, r in lifecycle.results.items()},
+            },
+            "status": "ready" if ready else "starting",
+            "mcp": _mcp_summary(servers),
+            "pools": {"tts": metrics["tts"]["warm"], "stt": metrics["stt"]["warm"]},
+        }
+        return Response(body, status=200 if ready else 503)
+
+
+class ReadinessView(APIView):
+    """Deep health: each dependency checked concurrently with a 2 s timeout."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(responses={200: ReadinessSerializer, 503: ReadinessSerializer}, tags=["health"], auth=[],
+                   summary="Deep dependency checks")
+    def get(self, request):
+        body = async_to_sync(checks.run_checks)()
+        return Response(body, status=200 if body["status"] == "ready" else 503)
+
+
+class PoolsView(APIView):
+    """Speech synthesis and recognition client pool metrics."""
+
+    @extend_schema(responses=PoolsSerializer, tags=["health"], summary="Speech client pools")
+    def get(self, request):
+        metrics = pool_metrics()
+        pools = {name: {k: v for k, v in m.items() if k != "warm"} for name, m in metrics.items()}
+        return Response({"pools": pools, "timestamp": time.time()})
+
+
+class AppConfigView(APIView):
+    """Dynamic-configuration provider status (key names, never secret values)."""
+
+    @extend_schema(responses=AppConfigSerializer, tags=["health"], summary="Dynamic configuration status")
+    def get(self, request):
+        return Response(appconfig().describe())
+
+
+class AppConfigRefreshView(APIView):
+    """Re-read the dynamic configuration now and report which keys changed."""
+
+    @extend_schema(request=None, responses=AppConfigRefreshSerializer, tags=["health"],
+                   summary="Refresh dynamic configuration")
+    def post(self, request):
+        provider = appconfig()
+        changed = provider.refresh()
+        return Response({**provider.describe(), "changed": changed})

@@ -1,0 +1,3 @@
+"""WebSocket routes (all under /api/v1). Transports add their consumers here."""
+
+websocket_urlpatterns: list = []

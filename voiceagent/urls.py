@@ -1,0 +1,30 @@
+"""URL map: everything HTTP under /api/v1, admin at /admin/, the web page at /."""
+
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import TemplateView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from voiceagent.health import views as health
+
+api_v1 = [
+    path("health", health.HealthView.as_view(), name="health"),
+    path("ready", health.ReadyView.as_view(), name="ready"),
+    path("readiness", health.ReadinessView.as_view(), name="readiness"),
+    path("pools", health.PoolsView.as_view(), name="pools"),
+    path("appconfig", health.AppConfigView.as_view(), name="appconfig"),
+    path("appconfig/refresh", health.AppConfigRefreshView.as_view(), name="appconfig-refresh"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+]
+
+urlpatterns = [
+    path("api/v1/", include(api_v1)),
+    path("admin/", admin.site.urls),
+    path("", TemplateView.as_view(template_name="index.html"), name="index"),
+]
+
+handler400 = "voiceagent.errors.json_400"
+handler403 = "voiceagent.errors.json_403"
+handler404 = "voiceagent.errors.json_404"
+handler500 = "voiceagent.errors.json_500"
