@@ -4,10 +4,14 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter
+from django.core.asgi import get_asgi_application
 
-django_asgi_app = get_asgi_application()
+django_asgi_app = get_asgi_application()  # sets Django up; full middleware (admin, web page)
+
+from voiceagent.handlers import ApiASGIHandler, HealthFastPath, PathRouter  # noqa: E402
+
+api_asgi_app = ApiASGIHandler()  # lean async middleware for /api/
 
 from voiceagent import components  # noqa: E402
 from voiceagent.lifecycle import LifespanApp, install_twisted_hooks, lifecycle  # noqa: E402
@@ -17,5 +21,10 @@ components.install(lifecycle)
 install_twisted_hooks(lifecycle)  # daphne: no lifespan events, use the reactor's triggers
 
 application = LifespanApp(
-    ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)})
+    ProtocolTypeRouter(
+        {
+            "http": HealthFastPath(PathRouter(api_asgi_app, django_asgi_app)),
+            "websocket": URLRouter(websocket_urlpatterns),
+        }
+    )
 )

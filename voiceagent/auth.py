@@ -20,6 +20,8 @@ from rest_framework.permissions import BasePermission
 from voiceagent.models import ApiKey, hash_key
 
 _CACHE_TTL = 30.0
+_TOUCH_EVERY_S = 60.0
+_last_touched: dict[int, float] = {}
 _db_keys_cache: tuple[float, bool] = (0.0, False)
 
 
@@ -49,7 +51,12 @@ def _db_key_match(raw: str) -> str | None:
         return None
     if key is None:
         return None
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=_now())
+    now = time.monotonic()
+    if (
+        now - _last_touched.get(key.pk, -_TOUCH_EVERY_S) >= _TOUCH_EVERY_S
+    ):  # one write a minute, not per request
+        _last_touched[key.pk] = now
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=_now())
     return key.name
 
 
@@ -75,6 +82,7 @@ def db_keys_exist() -> bool:
 def reset_key_cache() -> None:
     global _db_keys_cache
     _db_keys_cache = (0.0, False)
+    _last_touched.clear()
 
 
 def keys_configured() -> bool:

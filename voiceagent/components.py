@@ -32,7 +32,11 @@ def _cache_roundtrip() -> tuple[str, str]:
     cache.delete(key)
     backend = "Redis" if settings.REDIS_URL else "local memory (single process)"
     where = f" at {settings.CONFIG.CACHE_HOST}:{settings.CONFIG.CACHE_PORT}" if settings.REDIS_URL else ""
-    return ("healthy", f"{backend}{where}: set/get ok") if ok else ("unhealthy", f"{backend}{where}: read-back failed")
+    return (
+        ("healthy", f"{backend}{where}: set/get ok")
+        if ok
+        else ("unhealthy", f"{backend}{where}: read-back failed")
+    )
 
 
 async def start_core() -> str:
@@ -70,8 +74,10 @@ def _auth_check() -> tuple[str, str]:
 async def announce_auth_mode() -> str:
     status, detail = await asyncio.to_thread(_auth_check)
     if auth.auth_mode() == "open":
-        logger.warning("API authentication is OFF: development mode with no API keys configured. "
-                       "Set API_KEYS or run `manage.py create_api_key` before exposing this service.")
+        logger.warning(
+            "API authentication is OFF: development mode with no API keys configured. "
+            "Set API_KEYS or run `manage.py create_api_key` before exposing this service."
+        )
     elif status == "unhealthy":
         logger.error("API authentication: %s", detail)
     return detail

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -60,6 +62,11 @@ def api_exception_handler(exc, context):
         if exc.errors:
             body["errors"] = exc.errors
         return Response(body, status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024
+        return Response({"detail": f"Request body too large: the limit is {limit} KiB."}, status=413)
+    if isinstance(exc, SuspiciousOperation):
+        return Response({"detail": "Bad request."}, status=400)
     if isinstance(exc, exceptions.ParseError):
         return Response({"detail": f"Malformed JSON body: {exc.detail}"}, status=400)
     response = exception_handler(exc, context)

@@ -104,10 +104,12 @@ class Lifecycle:
         self._blocking_done: asyncio.Event | None = None
         self._start_task: asyncio.Task | None = None
         self._deferred: list[asyncio.Task] = []
+        self._watcher: asyncio.Task | None = None
 
     # --- registration ------------------------------------------------------------------------
-    def register(self, step: str, component: str, start: HookFn | None = None,
-                 stop: HookFn | None = None) -> None:
+    def register(
+        self, step: str, component: str, start: HookFn | None = None, stop: HookFn | None = None
+    ) -> None:
         """Plug ``start`` (and its ``stop`` cleanup) into a named step.
 
         Cleanups belong to blocking steps only: resources opened by a deferred step are owned by
@@ -136,7 +138,9 @@ class Lifecycle:
         """Start (once) on the running loop; returns the blocking-startup task."""
         if self._start_task is None:
             self._blocking_done = asyncio.Event()
-            self._start_task = asyncio.get_running_loop().create_task(self.startup(), name="lifecycle-startup")
+            self._start_task = asyncio.get_running_loop().create_task(
+                self.startup(), name="lifecycle-startup"
+            )
         return self._start_task
 
     async def ensure_started(self) -> None:
@@ -173,7 +177,7 @@ class Lifecycle:
             for step in STEPS
             if not step.blocking
         ]
-        loop.create_task(self._watch_deferred(), name="lifecycle-deferred-watch")
+        self._watcher = loop.create_task(self._watch_deferred(), name="lifecycle-deferred-watch")
 
     async def _run_step(self, step: Step) -> None:
         result = self.results[step.name]
@@ -182,8 +186,12 @@ class Lifecycle:
             result.status = "skipped"
             result.duration_ms = 0.0
             result.notes.append("nothing registered for this step")
-            logger.info("step %d %s: nothing to do (no component registered)", step.number, step.name,
-                        extra={"step": step.name, "duration_ms": 0.0})
+            logger.info(
+                "step %d %s: nothing to do (no component registered)",
+                step.number,
+                step.name,
+                extra={"step": step.name, "duration_ms": 0.0},
+            )
             return
         result.status = "running"
         began = time.perf_counter()
@@ -197,13 +205,27 @@ class Lifecycle:
                 raise
             except Exception as exc:
                 result.errors[hook.component] = f"{type(exc).__name__}: {exc}"
-                logger.error("step %d %s: component %s failed: %s", step.number, step.name, hook.component,
-                             exc, exc_info=True, extra={"step": step.name})
+                logger.error(
+                    "step %d %s: component %s failed: %s",
+                    step.number,
+                    step.name,
+                    hook.component,
+                    exc,
+                    exc_info=True,
+                    extra={"step": step.name},
+                )
         result.duration_ms = round((time.perf_counter() - began) * 1000, 2)
         result.status = "failed" if result.errors else "ok"
         log = logger.warning if result.errors else logger.info
-        log("step %d %s: %s in %.1f ms%s", step.number, step.name, result.status, result.duration_ms,
-            "".join(f"; {n}" for n in result.notes), extra={"step": step.name, "duration_ms": result.duration_ms})
+        log(
+            "step %d %s: %s in %.1f ms%s",
+            step.number,
+            step.name,
+            result.status,
+            result.duration_ms,
+            "".join(f"; {n}" for n in result.notes),
+            extra={"step": step.name, "duration_ms": result.duration_ms},
+        )
 
     async def _run_deferred(self, step: Step) -> None:
         try:
@@ -240,8 +262,11 @@ class Lifecycle:
                 self.results[name].status = "cancelled"
         cancel_ms = round((time.perf_counter() - began) * 1000, 1)
         if stuck:
-            logger.warning("shutdown: %d deferred task(s) ignored cancellation for %.1f s; moving on",
-                           len(stuck), self.deferred_timeout)
+            logger.warning(
+                "shutdown: %d deferred task(s) ignored cancellation for %.1f s; moving on",
+                len(stuck),
+                self.deferred_timeout,
+            )
         order: list[str] = []
         failures: dict[str, str] = {}
         for step in reversed([s for s in STEPS if s.blocking]):
@@ -253,8 +278,14 @@ class Lifecycle:
             for hook, outcome in zip(hooks, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
                     failures[f"{step.name}.{hook.component}"] = f"{type(outcome).__name__}: {outcome}"
-                    logger.error("shutdown: cleanup of step %d %s component %s failed: %s", step.number,
-                                 step.name, hook.component, outcome, extra={"step": step.name})
+                    logger.error(
+                        "shutdown: cleanup of step %d %s component %s failed: %s",
+                        step.number,
+                        step.name,
+                        hook.component,
+                        outcome,
+                        extra={"step": step.name},
+                    )
             logger.info("shutdown: step %d %s cleaned up", step.number, step.name, extra={"step": step.name})
         self.phase = "stopped"
         self.shutdown_report = {

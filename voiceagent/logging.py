@@ -19,8 +19,10 @@ session_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("ses
 
 _PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"(?i)((?:api[-_]?key|x-api-key|access_token|refresh_token|client_secret|password|"
-               r"auth_token|code_verifier)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,&}]{4,}"),
+    re.compile(
+        r"(?i)((?:api[-_]?key|x-api-key|access_token|refresh_token|client_secret|password|"
+        r"auth_token|code_verifier)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,&}]{4,}"
+    ),
 )
 _secrets: tuple[str, ...] = ()
 
@@ -86,9 +88,7 @@ class TextFormatter(logging.Formatter):
     """Readable single lines for development: time level logger [ids] message."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ids = " ".join(
-            f"{k}={v}" for k in ("request_id", "session_id") if (v := getattr(record, k, None))
-        )
+        ids = " ".join(f"{k}={v}" for k in ("request_id", "session_id") if (v := getattr(record, k, None)))
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created)) + f".{int(record.msecs):03d}"
         line = f"{stamp} {record.levelname:<7} {record.name}: {record.getMessage()}"
         if ids:

@@ -43,13 +43,22 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "voiceagent.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "voiceagent.middleware.ApiErrorMiddleware",
+]
+
+# The API (everything under /api/) is served by its own ASGI handler with this lean, fully async
+# middleware stack: Django's MiddlewareMixin classes each cost a thread hop per request under
+# ASGI, and sessions/CSRF/messages serve only the admin and the web page (voiceagent/asgi.py).
+API_MIDDLEWARE = [
+    "voiceagent.middleware.RequestIdMiddleware",
+    "voiceagent.middleware.ApiSecurityMiddleware",
     "voiceagent.middleware.ApiErrorMiddleware",
 ]
 
@@ -130,7 +139,9 @@ else:
             "TIMEOUT": CONFIG.SESSION_TTL_SECONDS,
         }
     }
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}}
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -148,7 +159,7 @@ STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "voiceagent" / "static"]
-WHITENOISE_USE_FINDERS = True  # serve straight from the app folders: no collectstatic step needed
+SERVESTATIC_USE_FINDERS = True  # serve straight from the app folders: no collectstatic step needed
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -55,7 +55,9 @@ class McpServerStateSerializer(serializers.Serializer):
 class ReadyDetailsSerializer(serializers.Serializer):
     warmup_results = WarmupResultsSerializer()
     mcp_servers = serializers.DictField(child=McpServerStateSerializer())
-    steps = serializers.DictField(child=serializers.DictField(), help_text="per startup step: status, duration_ms")
+    steps = serializers.DictField(
+        child=serializers.DictField(), help_text="per startup step: status, duration_ms"
+    )
 
 
 class ReadyPoolsSerializer(serializers.Serializer):
@@ -122,6 +124,18 @@ class AppConfigRefreshSerializer(AppConfigSerializer):
     changed = serializers.ListField(child=serializers.CharField())
 
 
+def health_body() -> dict:
+    """The ``/health`` body; also served by :class:`voiceagent.handlers.HealthFastPath`."""
+    metrics = tracker.metrics()
+    return {
+        "status": "healthy",
+        "timestamp": time.time(),
+        "message": "Voice agent backend is running",
+        "active_sessions": metrics["active"],
+        "session_metrics": metrics,
+    }
+
+
 class HealthView(APIView):
     """Liveness: 200 once the blocking startup steps are done."""
 
@@ -131,13 +145,15 @@ class HealthView(APIView):
     @extend_schema(responses=HealthSerializer, tags=["health"], auth=[], summary="Liveness")
     def get(self, request):
         metrics = tracker.metrics()
-        return Response({
-            "status": "healthy",
-            "timestamp": time.time(),
-            "message": "Voice agent backend is running",
-            "active_sessions": metrics["active"],
-            "session_metrics": metrics,
-        })
+        return Response(
+            {
+                "status": "healthy",
+                "timestamp": time.time(),
+                "message": "Voice agent backend is running",
+                "active_sessions": metrics["active"],
+                "session_metrics": metrics,
+            }
+        )
 
 
 def _mcp_summary(servers: dict[str, dict]) -> str:
@@ -155,8 +171,12 @@ class ReadyView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(responses={200: ReadySerializer, 503: ReadySerializer}, tags=["health"], auth=[],
-                   summary="Readiness (deferred startup complete)")
+    @extend_schema(
+        responses={200: ReadySerializer, 503: ReadySerializer},
+        tags=["health"],
+        auth=[],
+        summary="Readiness (deferred startup complete)",
+    )
     def get(self, request):
         ready = lifecycle.accepting and lifecycle.deferred_startup_complete
         servers = {
@@ -178,8 +198,10 @@ class ReadyView(APIView):
                     "stt_pool": int(warm.get("stt_pool", 0)),
                 },
                 "mcp_servers": servers,
-                "steps": {name: {"status": r.status, "duration_ms": r.duration_ms}
-                          for name, r in lifecycle.results.items()},
+                "steps": {
+                    name: {"status": r.status, "duration_ms": r.duration_ms}
+                    for name, r in lifecycle.results.items()
+                },
             },
             "status": "ready" if ready else "starting",
             "mcp": _mcp_summary(servers),
@@ -194,8 +216,12 @@ class ReadinessView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(responses={200: ReadinessSerializer, 503: ReadinessSerializer}, tags=["health"], auth=[],
-                   summary="Deep dependency checks")
+    @extend_schema(
+        responses={200: ReadinessSerializer, 503: ReadinessSerializer},
+        tags=["health"],
+        auth=[],
+        summary="Deep dependency checks",
+    )
     def get(self, request):
         body = async_to_sync(checks.run_checks)()
         return Response(body, status=200 if body["status"] == "ready" else 503)
@@ -222,8 +248,12 @@ class AppConfigView(APIView):
 class AppConfigRefreshView(APIView):
     """Re-read the dynamic configuration now and report which keys changed."""
 
-    @extend_schema(request=None, responses=AppConfigRefreshSerializer, tags=["health"],
-                   summary="Refresh dynamic configuration")
+    @extend_schema(
+        request=None,
+        responses=AppConfigRefreshSerializer,
+        tags=["health"],
+        summary="Refresh dynamic configuration",
+    )
     def post(self, request):
         provider = appconfig()
         changed = provider.refresh()

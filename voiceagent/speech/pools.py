@@ -32,8 +32,15 @@ async def _maybe_await(value: Any) -> Any:
 class ClientPool(Generic[T]):
     """A bounded pool of reusable clients with lease metrics."""
 
-    def __init__(self, name: str, factory: Callable[[], Awaitable[T] | T], size: int, provider: str,
-                 acquire_timeout: float = 2.0, closer: Callable[[T], Awaitable[None] | None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        factory: Callable[[], Awaitable[T] | T],
+        size: int,
+        provider: str,
+        acquire_timeout: float = 2.0,
+        closer: Callable[[T], Awaitable[None] | None] | None = None,
+    ):
         self.name = name
         self.factory = factory
         self.size = size
@@ -59,8 +66,9 @@ class ClientPool(Generic[T]):
         missing = self.size - self._created
         if missing <= 0:
             return len(self._idle)
-        results = await asyncio.gather(*(_maybe_await(self.factory()) for _ in range(missing)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(_maybe_await(self.factory()) for _ in range(missing)), return_exceptions=True
+        )
         for client in results:
             if isinstance(client, BaseException):
                 logger.warning("pool %s: warming a client failed: %s", self.name, client)
@@ -79,11 +87,15 @@ class ClientPool(Generic[T]):
             if not self._idle and self._created >= self.size:
                 self._waiters += 1
                 try:
-                    await asyncio.wait_for(cond.wait_for(lambda: bool(self._idle) or self._created < self.size),
-                                           timeout if timeout is not None else self.acquire_timeout)
+                    await asyncio.wait_for(
+                        cond.wait_for(lambda: bool(self._idle) or self._created < self.size),
+                        timeout if timeout is not None else self.acquire_timeout,
+                    )
                 except TimeoutError:
-                    raise PoolTimeout(f"no {self.name} client free within "
-                                      f"{timeout if timeout is not None else self.acquire_timeout:g} s") from None
+                    raise PoolTimeout(
+                        f"no {self.name} client free within "
+                        f"{timeout if timeout is not None else self.acquire_timeout:g} s"
+                    ) from None
                 finally:
                     self._waiters -= 1
             if self._idle:
@@ -158,11 +170,20 @@ class ClientPool(Generic[T]):
 
 POOLS: dict[str, ClientPool] = {}
 EMPTY_METRICS = {
-    "size": 0, "available": 0, "in_use": 0, "utilization": 0.0, "waiters": 0, "acquired_total": 0,
-    "wait_ms_p95": 0.0, "provider": "none", "warm": 0,
+    "size": 0,
+    "available": 0,
+    "in_use": 0,
+    "utilization": 0.0,
+    "waiters": 0,
+    "acquired_total": 0,
+    "wait_ms_p95": 0.0,
+    "provider": "none",
+    "warm": 0,
 }
 
 
 def pool_metrics() -> dict[str, dict[str, Any]]:
     """Metrics of the ``tts`` and ``stt`` pools (zeros for a pool not created)."""
-    return {name: (POOLS[name].metrics() if name in POOLS else dict(EMPTY_METRICS)) for name in ("tts", "stt")}
+    return {
+        name: (POOLS[name].metrics() if name in POOLS else dict(EMPTY_METRICS)) for name in ("tts", "stt")
+    }

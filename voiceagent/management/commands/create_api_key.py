@@ -13,5 +13,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, name: str, **options):
         key, raw = ApiKey.create_key(name)
-        self.stderr.write(f"Created API key '{key.name}' ({key.prefix}…). Store it now; it is not shown again.")
+        self.stderr.write(
+            f"Created API key '{key.name}' ({key.prefix}…). Store it now; it is not shown again."
+        )
         self.stdout.write(raw)

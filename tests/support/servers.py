@@ -1,0 +1,84 @@
+"""Start the real service under daphne or uvicorn in a subprocess, for lifecycle and bench runs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("CACHE_", "DATABASE_", "MCP_", "APPCONFIG"))
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="voiceagent.settings",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests" / "support")]),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+
+
+def server_command(kind: str, port: int, workers: int = 1) -> list[str]:
+    if kind == "uvicorn":
+        cmd = [
+            PYTHON,
+            "-m",
+            "uvicorn",
+            "voiceagent.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--lifespan",
+            "on",
+            "--no-access-log",
+        ]
+        return cmd + (["--workers", str(workers)] if workers > 1 else [])
+    if kind == "daphne":
+        return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"]
+    raise ValueError(kind)
+
+
+def start(kind: str, port: int, env: dict[str, str], log_path: Path, workers: int = 1) -> subprocess.Popen:
+    log = open(log_path, "wb")  # noqa: SIM115 - closed with the process by the caller's kill()
+    return subprocess.Popen(
+        server_command(kind, port, workers), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+
+
+def wait_http(url: str, timeout: float = 15.0, status: int | None = None) -> tuple[float, httpx.Response]:
+    """Poll ``url`` until it answers (with ``status`` if given); return (seconds waited, response)."""
+    began = time.monotonic()
+    last_exc: Exception | None = None
+    while time.monotonic() - began < timeout:
+        try:
+            response = httpx.get(url, timeout=2)
+            if status is None or response.status_code == status:
+                return time.monotonic() - began, response
+        except httpx.HTTPError as exc:
+            last_exc = exc
+        time.sleep(0.05)
+    raise TimeoutError(
+        f"{url} did not answer{'' if status is None else f' {status}'} in {timeout} s: {last_exc}"
+    )
