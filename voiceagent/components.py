@@ -89,6 +89,53 @@ def _telephony_check() -> tuple[str, str]:
     return "unhealthy", "telephony caller not implemented yet"
 
 
+# --- step 5: agents -----------------------------------------------------------------------------
+def _load_agents() -> str:
+    from django.db import close_old_connections
+
+    from agents_app.catalog import catalog, sync_files
+
+    try:
+        result = sync_files()
+        catalog.reload()
+    finally:
+        close_old_connections()
+    errors = len(result.errors)
+    note = f"{len(catalog.agents)} agents, {len(catalog.scenarios)} scenarios served"
+    if errors or catalog.skipped:
+        note += f"; {errors} definition error(s), skipped: {'; '.join(catalog.skipped) or 'none'}"
+    return note
+
+
+async def start_agents() -> str:
+    return await asyncio.to_thread(_load_agents)
+
+
+def _agents_check() -> tuple[str, str]:
+    from agents_app.catalog import catalog
+
+    if not catalog.loaded:
+        return "unhealthy", "agents not loaded (startup step 5 failed or has not run)"
+    if not catalog.scenarios:
+        return "unhealthy", "no valid scenario loaded"
+    detail = f"{len(catalog.agents)} agents, {len(catalog.scenarios)} scenarios"
+    if catalog.skipped:
+        return "unhealthy", f"{detail}; invalid and skipped: {'; '.join(catalog.skipped)}"
+    return "healthy", detail
+
+
+# --- step 6: events -----------------------------------------------------------------------------
+async def start_tools() -> str:
+    import agents_app.builtin_tools  # noqa: F401  (registers the built-in tools)
+    from voiceagent.conversation.tools import REGISTRY
+
+    kinds: dict[str, int] = {}
+    for name in REGISTRY.names():
+        source = REGISTRY.get(name).source
+        kinds[source] = kinds.get(source, 0) + 1
+    return "tool registry: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+
+
 def install(cycle: Lifecycle) -> None:
     """Register the built-in components of every step (idempotent per lifecycle)."""
     if id(cycle) in _installed:
@@ -97,7 +144,10 @@ def install(cycle: Lifecycle) -> None:
     cycle.deferred_timeout = settings.CONFIG.SHUTDOWN_DEFERRED_TIMEOUT
     cycle.register("core", "session-cache+channel-layer+appconfig", start=start_core, stop=stop_core)
     cycle.register("core", "auth", start=announce_auth_mode)
+    cycle.register("agents", "definitions", start=start_agents)
+    cycle.register("events", "tool-registry", start=start_tools)
     register_check("cache", _cache_roundtrip)
     register_check("auth_configuration", _auth_check)
     register_check("telephony", _telephony_check)
+    register_check("agents", _agents_check)
     cycle.load_plugins(settings.CONFIG.LIFECYCLE_PLUGINS)

@@ -14,6 +14,7 @@ api_v1 = [
     path("pools", health.PoolsView.as_view(), name="pools"),
     path("appconfig", health.AppConfigView.as_view(), name="appconfig"),
     path("appconfig/refresh", health.AppConfigRefreshView.as_view(), name="appconfig-refresh"),
+    path("", include("agents_app.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]

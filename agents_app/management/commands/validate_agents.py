@@ -1,0 +1,33 @@
+"""``manage.py validate_agents [--root DIR]``: check every agent and scenario definition."""
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents_app.catalog import FIXTURES_ROOT, builtin_tool_names
+from agents_app.definitions import load_definitions
+
+
+class Command(BaseCommand):
+    help = "Validate agent and scenario definition files; print every problem; exit 1 on any error."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--root", type=Path, default=FIXTURES_ROOT, help="definitions folder (default: fixtures/)"
+        )
+
+    def handle(self, *args, root: Path, **options):
+        from django.conf import settings
+
+        result = load_definitions(
+            root, builtin_tool_names(), tool_prefixes=settings.CONFIG.MCP_ENABLED_SERVERS
+        )
+        for problem in result.problems:
+            self.stdout.write(str(problem))
+        summary = (
+            f"{len(result.agents)} agent(s) and {len(result.scenarios)} scenario(s) valid; "
+            f"{len(result.errors)} error(s), {len(result.warnings)} warning(s)"
+        )
+        if result.errors:
+            raise CommandError(summary)
+        self.stdout.write(self.style.SUCCESS(summary))

@@ -1,0 +1,202 @@
+"""Request and response shapes of the agents, scenarios, sessions and profiles endpoints.
+
+Response serializers document the CONTRACTS bodies in the OpenAPI schema; request serializers
+validate input (unknown fields are rejected so a typo never silently does nothing).
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from voiceagent.conversation.session import SESSION_ID_RE
+
+
+class StrictSerializer(serializers.Serializer):
+    """Rejects fields it does not declare."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def session_id_field(required: bool = True, **kwargs) -> serializers.RegexField:
+    return serializers.RegexField(
+        SESSION_ID_RE.pattern,
+        max_length=128,
+        required=required,
+        error_messages={"invalid": "1-128 characters of A-Z a-z 0-9 _ . : -"},
+        **kwargs,
+    )
+
+
+class RuntimeSettingsSerializer(StrictSerializer):
+    model = serializers.CharField(max_length=100, required=False, allow_null=True)
+    temperature = serializers.FloatField(min_value=0, max_value=2, required=False, allow_null=True)
+    top_p = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
+    max_tokens = serializers.IntegerField(min_value=1, max_value=16384, required=False, allow_null=True)
+    voice = serializers.CharField(max_length=100, required=False, allow_null=True)
+    voice_style = serializers.CharField(max_length=50, required=False, allow_null=True)
+    voice_rate = serializers.RegexField(
+        r"^(?:[+-]?\d{1,3}(?:\.\d+)?%|x-slow|slow|medium|fast|x-fast|default)$",
+        required=False,
+        allow_null=True,
+    )
+    greeting = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+
+
+class AgentCreateSerializer(RuntimeSettingsSerializer):
+    session_id = session_id_field()
+    name = serializers.RegexField(
+        r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+        error_messages={"invalid": "letters, digits, _ and -, starting with a letter"},
+    )
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    prompt = serializers.CharField(max_length=20000, allow_blank=True, trim_whitespace=False)
+    tools = serializers.ListField(child=serializers.CharField(max_length=128), max_length=64, default=list)
+    handoff_trigger = serializers.RegexField(r"^[A-Za-z0-9_-]{1,64}$", required=False, allow_null=True)
+    return_greeting = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    vad_silence_timeout_ms = serializers.IntegerField(
+        min_value=100, max_value=10000, required=False, allow_null=True
+    )
+
+
+class AgentSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    greeting = serializers.CharField()
+    handoff_trigger = serializers.CharField(allow_null=True)
+    tools = serializers.ListField(child=serializers.CharField())
+    prompt = serializers.CharField(required=False, help_text="template source (detail only)")
+    model = serializers.CharField(allow_null=True)
+    temperature = serializers.FloatField(allow_null=True)
+    top_p = serializers.FloatField(allow_null=True)
+    max_tokens = serializers.IntegerField(allow_null=True)
+    voice = serializers.CharField(allow_null=True)
+    voice_style = serializers.CharField(allow_null=True)
+    voice_rate = serializers.CharField(allow_null=True)
+    return_greeting = serializers.CharField()
+    vad_silence_timeout_ms = serializers.IntegerField(allow_null=True)
+    source = serializers.ChoiceField(choices=["file", "admin", "session"])
+    session_id = serializers.CharField(allow_null=True)
+
+
+class AgentListSerializer(serializers.Serializer):
+    agents = AgentSerializer(many=True)
+    total = serializers.IntegerField()
+
+
+class HandoffSerializer(StrictSerializer):
+    # "from" is a Python keyword: declared below through the fields mapping
+    to = serializers.CharField(max_length=64)
+    tool = serializers.CharField(max_length=64)
+    type = serializers.ChoiceField(choices=["announced", "discrete"], default="announced")
+
+
+HandoffSerializer._declared_fields["from"] = serializers.CharField(max_length=64)
+
+
+class ScenarioCreateSerializer(StrictSerializer):
+    session_id = session_id_field()
+    name = serializers.RegexField(
+        r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+        error_messages={"invalid": "letters, digits, _ and -, starting with a letter"},
+    )
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    start_agent = serializers.CharField(max_length=64)
+    agents = serializers.ListField(child=serializers.CharField(max_length=64), min_length=1, max_length=32)
+    handoffs = HandoffSerializer(many=True, required=False, default=list)
+    agent_defaults = serializers.DictField(required=False, default=dict)
+
+
+class ScenarioSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    start_agent = serializers.CharField()
+    agents = serializers.ListField(child=serializers.CharField())
+    handoffs = serializers.ListField(child=serializers.DictField())
+    agent_defaults = serializers.DictField()
+    source = serializers.ChoiceField(choices=["file", "admin", "session"])
+    session_id = serializers.CharField(allow_null=True)
+
+
+class ScenarioListSerializer(serializers.Serializer):
+    scenarios = ScenarioSerializer(many=True)
+    total = serializers.IntegerField()
+
+
+class HistoryTurnSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["user", "assistant", "tool", "system"])
+    content = serializers.CharField()
+    agent = serializers.CharField(allow_null=True)
+    at = serializers.CharField()
+    tool_name = serializers.CharField(required=False)
+
+
+class SessionHandoffSerializer(serializers.Serializer):
+    to = serializers.CharField()
+    type = serializers.CharField()
+    at = serializers.CharField()
+
+
+SessionHandoffSerializer._declared_fields["from"] = serializers.CharField()
+
+
+class SessionSerializer(serializers.Serializer):
+    session_id = serializers.CharField()
+    scenario = serializers.CharField()
+    active_agent = serializers.CharField(allow_null=True)
+    created_at = serializers.CharField()
+    last_activity_at = serializers.CharField()
+    transport = serializers.ChoiceField(choices=["browser", "phone", "contactcenter"], allow_null=True)
+    memory = serializers.DictField()
+    history = HistoryTurnSerializer(many=True)
+    handoffs = SessionHandoffSerializer(many=True)
+
+
+class SessionResetSerializer(serializers.Serializer):
+    session_id = serializers.CharField()
+    previous_session_id = serializers.CharField()
+    scenario = serializers.CharField()
+    active_agent = serializers.CharField()
+
+
+class ProfileRequestSerializer(StrictSerializer):
+    scenario = serializers.ChoiceField(choices=["banking", "insurance"], required=False, default="banking")
+    seed = serializers.IntegerField(min_value=0, max_value=2**53, required=False, allow_null=True)
+    session_id = session_id_field(required=False, allow_null=True)
+
+
+class AccountSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    number_last4 = serializers.CharField()
+    balance = serializers.FloatField()
+    currency = serializers.CharField()
+
+
+class MfaSerializer(serializers.Serializer):
+    method = serializers.ChoiceField(choices=["sms", "email"])
+    enabled = serializers.BooleanField()
+    code_length = serializers.IntegerField()
+
+
+class VerificationSerializer(serializers.Serializer):
+    ssn_last4 = serializers.CharField()
+    date_of_birth = serializers.CharField()
+
+
+class ProfileSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    full_name = serializers.CharField()
+    email = serializers.CharField()
+    phone_number = serializers.CharField()
+    institution_name = serializers.CharField()
+    client_id = serializers.CharField()
+    accounts = AccountSerializer(many=True)
+    mfa = MfaSerializer()
+    verification = VerificationSerializer()
+    created_at = serializers.CharField()
+    expires_at = serializers.CharField()

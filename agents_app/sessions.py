@@ -1,0 +1,225 @@
+"""Sessions: live state in the session cache (TTL), history in the database, turn by turn.
+
+:class:`DjangoSessionStore` is the engine's :class:`~voiceagent.conversation.session.SessionStore`
+(async; blocking cache and ORM calls run in worker threads). The sync helpers below serve REST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections
+
+from agents_app.models import HandoffRecord, HistoryTurn, Session
+from voiceagent.conversation.session import HandoffEvent, SessionState, Turn
+
+logger = logging.getLogger("agents_app.sessions")
+KEY = "session:{}"
+
+
+def _ttl() -> int:
+    return settings.CONFIG.SESSION_TTL_SECONDS
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+def load_state(session_id: str) -> SessionState | None:
+    data = cache.get(KEY.format(session_id))
+    return SessionState.from_dict(data) if data else None
+
+
+def save_state(state: SessionState, touch: bool = True) -> None:
+    if touch:
+        state.last_activity_at = time.time()
+    cache.set(KEY.format(state.session_id), state.to_dict(), _ttl())
+
+
+def delete_state(session_id: str) -> None:
+    cache.delete(KEY.format(session_id))
+
+
+def create_session(
+    session_id: str,
+    scenario: str,
+    start_agent: str,
+    transport: str | None = None,
+    previous_session_id: str | None = None,
+) -> SessionState:
+    """A new session: cache state and its database record."""
+    state = SessionState(
+        session_id=session_id,
+        scenario=scenario,
+        active_agent=start_agent,
+        transport=transport,
+        previous_session_id=previous_session_id,
+    )
+    Session.objects.update_or_create(
+        session_id=session_id,
+        defaults={"scenario": scenario, "transport": transport, "previous_session_id": previous_session_id},
+    )
+    save_state(state)
+    return state
+
+
+def history(session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+    turns = HistoryTurn.objects.filter(session_id=session_id).order_by("at", "id")
+    if limit:
+        turns = turns.reverse()[:limit][::-1]
+    return [
+        {
+            "role": t.role,
+            "content": t.content,
+            "agent": t.agent,
+            "at": t.at,
+            **({"tool_name": t.tool_name} if t.tool_name else {}),
+        }
+        for t in turns
+    ]
+
+
+def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str | None = None) -> None:
+    Session.objects.get_or_create(
+        session_id=session_id, defaults={"scenario": scenario, "transport": transport}
+    )
+    HistoryTurn.objects.create(
+        session_id=session_id,
+        role=turn.role,
+        content=turn.content,
+        agent=turn.agent,
+        tool_name=turn.tool_name,
+        at=turn.at,
+    )
+    Session.objects.filter(session_id=session_id).update(last_activity_at=_now())
+
+
+def write_handoff(session_id: str, event: HandoffEvent) -> None:
+    Session.objects.get_or_create(session_id=session_id)
+    HandoffRecord.objects.create(
+        session_id=session_id,
+        from_agent=event.from_agent,
+        to_agent=event.to_agent,
+        type=event.type,
+        at=event.at,
+    )
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1000):03d}Z"
+
+
+def session_body(session_id: str) -> dict[str, Any] | None:
+    """The ``GET /sessions/{id}`` body, or None when the session is unknown."""
+    state = load_state(session_id)
+    record = Session.objects.filter(session_id=session_id).first()
+    if state is None and record is None:
+        return None
+    if state is not None:
+        handoffs = [
+            {"from": h["from"], "to": h["to"], "type": h["type"], "at": _iso(h.get("at"))}
+            for h in state.handoffs
+        ]
+        body = {
+            "session_id": session_id,
+            "scenario": state.scenario,
+            "active_agent": state.active_agent,
+            "created_at": _iso(state.created_at),
+            "last_activity_at": _iso(state.last_activity_at),
+            "transport": state.transport,
+            "memory": _public_memory(state.memory),
+            "expired": False,
+        }
+    else:  # state expired: the durable record remains readable
+        handoffs = [
+            {"from": h.from_agent, "to": h.to_agent, "type": h.type, "at": _iso(h.at)}
+            for h in record.handoff_records.all()
+        ]
+        last = handoffs[-1]["to"] if handoffs else None
+        body = {
+            "session_id": session_id,
+            "scenario": record.scenario,
+            "active_agent": last,
+            "created_at": record.created_at.isoformat().replace("+00:00", "Z"),
+            "last_activity_at": record.last_activity_at.isoformat().replace("+00:00", "Z"),
+            "transport": record.transport,
+            "memory": {},
+            "expired": True,
+        }
+    body["history"] = [{**t, "at": _iso(t["at"])} for t in history(session_id)]
+    body["handoffs"] = handoffs
+    body["previous_session_id"] = (
+        state.previous_session_id if state else (record.previous_session_id if record else None)
+    )
+    return body
+
+
+SECRET_MEMORY_KEYS = {"mfa_code_hash", "mfa"}
+
+
+def _public_memory(memory: dict[str, Any]) -> dict[str, Any]:
+    """Session memory as shown over REST: the profile's verification data and MFA secrets stay out."""
+    shown = {}
+    for key, value in memory.items():
+        if key in SECRET_MEMORY_KEYS or key.startswith("_"):
+            continue
+        if key == "caller_profile" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in ("verification",)}
+        shown[key] = value
+    return shown
+
+
+class DjangoSessionStore:
+    """The engine's session store: cache state + database history, never blocking the loop."""
+
+    async def load(self, session_id: str) -> SessionState | None:
+        return await asyncio.to_thread(load_state, session_id)
+
+    async def save(self, state: SessionState) -> None:
+        await asyncio.to_thread(save_state, state)
+
+    async def append_turn(self, state: SessionState, turn: Turn) -> None:
+        await asyncio.to_thread(
+            _in_thread, write_turn, state.session_id, turn, state.scenario, state.transport
+        )
+
+    async def record_handoff(self, state: SessionState, event: HandoffEvent) -> None:
+        state.handoffs.append(
+            {"from": event.from_agent, "to": event.to_agent, "type": event.type, "at": event.at}
+        )
+        await asyncio.to_thread(save_state, state)
+        await asyncio.to_thread(_in_thread, write_handoff, state.session_id, event)
+
+    async def history(self, session_id: str, limit: int | None = None) -> list[Turn]:
+        rows = await asyncio.to_thread(_in_thread, history, session_id, limit)
+        return [
+            Turn(
+                role=r["role"],
+                content=r["content"],
+                agent=r["agent"],
+                tool_name=r.get("tool_name"),
+                at=r["at"],
+            )
+            for r in rows
+        ]
+
+
+def _in_thread(fn, *args):
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()
