@@ -1,0 +1,307 @@
+"""The cascade engine end to end with instant scripted providers: exact event sequences."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from enginekit import AGENTS, SILENCE, TONE, Harness
+
+from voiceagent.conversation.providers import ChatChunk, ProviderError
+from voiceagent.conversation.specs import AgentSpec
+from voiceagent.conversation.testing import InstantTTS
+
+
+async def turn(h: Harness, *, frames: int = 10) -> None:
+    h.speak(speech_frames=frames)
+    await asyncio.sleep(0.01)
+    await h.idle()
+
+
+async def test_whole_conversation_exact_sequence():
+    script = [
+        [("lookup", {"account": "123"})],  # turn 1: a tool call...
+        "Your balance is 42 dollars.",  # ...then the answer using its result
+        [("to_billing", {"reason": "invoice"})],  # turn 2: announced handoff to billing
+        [("to_front", {})],  # turn 3: billing hands back, announced (return greeting)
+        [("to_tech", {})],  # turn 4: discrete handoff...
+        "Tech support speaking, what is wrong?",  # ...the new agent answers in the same turn
+    ]
+    texts = ["what is my balance", "i have a billing question", "go back", "my internet is down"]
+    async with Harness(script=script, texts=texts) as h:
+        await h.idle()
+        for _ in texts:
+            await turn(h)
+    assert h.kinds() == [
+        "State(listening)",
+        "State(speaking)",
+        "AgentResponse(front:Hello, front desk.)",
+        "State(listening)",
+        # turn 1
+        "Transcript(interim:what)",
+        "Transcript(final:what is my balance)",
+        "State(thinking)",
+        "ToolCall(lookup:ok)",
+        "State(speaking)",
+        "AgentResponse(front:Your balance is 42 dollars.)",
+        "State(listening)",
+        # turn 2: announced
+        "Transcript(interim:i)",
+        "Transcript(final:i have a billing question)",
+        "State(thinking)",
+        "ToolCall(to_billing:ok)",
+        "Handoff(front->billing:announced)",
+        "State(speaking)",
+        "AgentResponse(billing:Billing here.)",
+        "State(listening)",
+        # turn 3: back to the entry agent: its return greeting
+        "Transcript(interim:go)",
+        "Transcript(final:go back)",
+        "State(thinking)",
+        "ToolCall(to_front:ok)",
+        "Handoff(billing->front:announced)",
+        "State(speaking)",
+        "AgentResponse(front:Front again.)",
+        "State(listening)",
+        # turn 4: discrete: no announcement, tech answers under its own prompt
+        "Transcript(interim:my)",
+        "Transcript(final:my internet is down)",
+        "State(thinking)",
+        "ToolCall(to_tech:ok)",
+        "Handoff(front->tech:discrete)",
+        "State(speaking)",
+        "AgentResponse(tech:Tech support speaking, what is wrong?)",
+        "State(listening)",
+        "State(ended)",
+    ]
+    tool = h.of("ToolCall")[0]
+    assert tool.arguments == {"account": "123"} and tool.result == {"account": "123", "balance": 42.5}
+    # the tool result was fed back to the model, and the discrete target's prompt and tools were used
+    round2 = h.chat.requests[1].messages
+    assert round2[-1]["role"] == "tool" and '"balance": 42.5' in round2[-1]["content"]
+    last = h.chat.requests[-1]
+    assert last.messages[0]["content"] == "You are tech support." and last.agent == "tech"
+    assert [t["function"]["name"] for t in last.tools] == ["to_front"]
+    # history: what the caller said and heard, plus the tool results, in order
+    history = [(t.role, t.content if t.role != "tool" else t.tool_name) for t in h.store.turns["s1"]]
+    assert history[:5] == [
+        ("assistant", "Hello, front desk."),
+        ("user", "what is my balance"),
+        ("tool", "lookup"),
+        ("assistant", "Your balance is 42 dollars."),
+        ("user", "i have a billing question"),
+    ]
+    state = h.store.states["s1"]
+    assert state.active_agent == "tech"
+    assert [(x["from"], x["to"], x["type"]) for x in state.handoffs] == [
+        ("front", "billing", "announced"),
+        ("billing", "front", "announced"),
+        ("front", "tech", "discrete"),
+    ]
+
+
+async def test_first_audio_leaves_before_the_llm_finishes():
+    class SlowTail:
+        name = "slow"
+        requests: list = []
+
+        async def stream(self, request):
+            yield ChatChunk(text="Sure thing. ")
+            await asyncio.sleep(0.3)
+            yield ChatChunk(text="Here is the rest of a long answer.")
+            yield ChatChunk(done=True)
+
+    async with Harness(texts=["hi"]) as h:
+        await h.idle()
+        h.conv.chat = SlowTail()
+        started = len(h.events)
+        h.speak()
+        await h.until(lambda h: any(e.kind == "Audio" for e in h.events[started:]))
+        assert not any(e.kind == "AgentResponse" and e.final for e in h.events[started:])  # LLM still going
+        await h.idle()
+
+
+async def test_barge_in_stops_audio_and_keeps_what_was_said():
+    long_reply = " ".join(f"word{i}" for i in range(60)) + "."
+    tts = InstantTTS(ms_per_word=50, chunk_ms=50)
+    async with Harness(script=[long_reply], texts=["tell me a story", "stop"], tts=tts) as h:
+        await h.idle()
+        h.speak()
+        await h.until(lambda h: len(h.of("Audio")) > 5 and h.conv.loop_time() < h.conv.playback_end)
+        await asyncio.sleep(0.3)  # part of the answer has played
+        stop_index = len(h.events)
+        h.conv.push_audio(TONE, 16000)  # the caller talks over the agent
+        await h.until(lambda h: h.of("StopAudio"))
+        stop = h.of("StopAudio")[0]
+        h.speak(speech_frames=5)
+        await h.idle()
+    after = h.events[h.events.index(stop) :]
+    assert not [e for e in after if e.kind == "Audio" and e.response_id == stop.response_id]
+    assert stop_index <= h.events.index(stop)
+    said = [t for t in h.store.turns["s1"] if t.role == "assistant" and t.content.startswith("word0")][0]
+    words = said.content.rstrip(" …").split()
+    assert 2 <= len(words) < 60 and said.content.endswith("…")  # truncated at what was played
+    assert [t.content for t in h.store.turns["s1"] if t.role == "user"] == ["tell me a story", "stop"]
+
+
+async def test_barge_in_is_synchronous_with_the_frame():
+    tts = InstantTTS(ms_per_word=200, chunk_ms=20)
+    async with Harness(script=["one two three four five six"], texts=["go"], tts=tts) as h:
+        await h.idle()
+        h.speak()
+        await h.until(lambda h: h.of("Audio") and h.conv.loop_time() < h.conv.playback_end)
+        await asyncio.sleep(0.05)
+        h.conv._on_frame(TONE)  # the very frame: StopAudio is queued before this call returns
+        assert any(e.kind == "StopAudio" for e in h.conv.channel._items) or h.of("StopAudio")
+        h.speak(speech_frames=0)
+        await h.idle()
+
+
+async def test_llm_error_speaks_fallback_and_conversation_goes_on():
+    async with Harness(
+        script=[ProviderError("502 from upstream"), "Now it works."], texts=["hi", "again"]
+    ) as h:
+        await h.idle()
+        await turn(h)
+        await turn(h)
+    kinds = h.kinds()
+    fallback = h.conv.config.fallback_line
+    assert kinds[kinds.index("Transcript(final:hi)") : kinds.index("Transcript(final:hi)") + 5] == [
+        "Transcript(final:hi)",
+        "State(thinking)",
+        "Error(llm_error)",
+        f"AgentResponse(front:{fallback})",
+        "State(listening)",
+    ]
+    assert "AgentResponse(front:Now it works.)" in kinds
+    assert fallback in h.tts.spoken
+    assert [t.content for t in h.store.turns["s1"] if t.role == "user"] == ["hi", "again"]  # nothing lost
+
+
+async def test_llm_timeout_speaks_fallback():
+    async with Harness(script=[5.0], texts=["hello"], llm_timeout_s=0.1) as h:
+        await h.idle()
+        await turn(h)
+    errors = h.of("Error")
+    assert errors and errors[0].code == "llm_error" and "timed out" in errors[0].message
+
+
+async def test_tts_failure_still_sends_text():
+    async with Harness(script=["Here is your answer."], texts=["question"], tts=InstantTTS(fail=True)) as h:
+        await h.idle()
+        await turn(h)
+    assert "AgentResponse(front:Here is your answer.)" in h.kinds()
+    assert "Error(tts_error)" in h.kinds()
+    assert not h.of("Audio")
+
+
+async def test_stt_failure_reports_and_recovers_on_next_audio():
+    async with Harness(script=["Got it."], texts=["second try"]) as h:
+        await h.idle()
+        h.stt.fail_open = 1
+        await turn(h)
+        assert "Error(stt_error)" in h.kinds()
+        await turn(h)
+    assert "Transcript(final:second try)" in h.kinds()
+    assert "AgentResponse(front:Got it.)" in h.kinds()
+
+
+async def test_bad_tool_arguments_and_unoffered_tools_become_error_results():
+    script = [[("lookup", {"acct": 1}), ("delete_everything", {})], "Sorry about that."]
+    async with Harness(script=script, texts=["do it"]) as h:
+        await h.idle()
+        await turn(h)
+    calls = h.of("ToolCall")
+    assert [(c.name, c.ok) for c in calls] == [("lookup", False), ("delete_everything", False)]
+    assert calls[0].result["error"]["type"] == "validation_error"
+    assert calls[1].result["error"]["type"] == "unknown_tool"
+    assert "AgentResponse(front:Sorry about that.)" in h.kinds()
+
+
+async def test_tool_rounds_are_bounded():
+    loop_forever = [[("lookup", {"account": "1"})]] * 10
+    async with Harness(script=loop_forever, texts=["loop"], max_tool_rounds=3) as h:
+        await h.idle()
+        await turn(h)
+    assert len(h.of("ToolCall")) == 3
+    assert "Error(tool_rounds_exceeded)" in h.kinds()
+
+
+async def test_text_dtmf_pause_resume():
+    async with Harness(script=["Typed reply.", "Digits reply."], texts=[]) as h:
+        await h.idle()
+        await h.conv.push_text("  typed question  ")
+        await h.idle()
+        for digit in "12#":
+            h.conv.push_dtmf(digit)
+        h.conv.push_dtmf("x")  # ignored
+        await h.until(lambda h: "Transcript(final:Keypad entry: 12)" in h.kinds())
+        await h.idle()
+        await h.conv.pause()
+        assert h.conv.push_audio(TONE) is False
+        await h.conv.resume()
+    kinds = h.kinds()
+    assert "Transcript(final:typed question)" in kinds and "AgentResponse(front:Typed reply.)" in kinds
+    assert "AgentResponse(front:Digits reply.)" in kinds
+    assert kinds[-3:] == ["State(paused)", "State(listening)", "State(ended)"]
+
+
+async def test_live_agent_changes_apply_from_the_next_turn():
+    async with Harness(script=["One.", "Two."], texts=["a", "b"]) as h:
+        await h.idle()
+        await turn(h)
+        assert h.chat.requests[-1].temperature is None
+        front = h.directory.agents["front"]
+        h.directory.agents["front"] = AgentSpec(**{**front.__dict__, "temperature": 0.1})
+        await turn(h)
+    assert h.chat.requests[-1].temperature == 0.1
+
+
+async def test_input_overflow_drops_oldest_and_reports():
+    async with Harness(input_queue_frames=20) as h:
+        await h.idle()
+        for _ in range(60):  # pushed without yielding to the loop: the queue overflows
+            h.conv.push_audio(SILENCE, 16000)
+        await asyncio.sleep(0.05)
+        assert h.conv.dropped_frames == 40
+        assert "Error(input_overflow)" in h.kinds()
+
+
+async def test_resampled_input_rates():
+    import numpy as np
+
+    tone8k = (np.sin(np.arange(160) * 2 * np.pi * 440 / 8000) * 8000).astype("<i2").tobytes()
+    async with Harness(script=["Heard you."], texts=["narrowband"]) as h:
+        await h.idle()
+        for _ in range(20):
+            h.conv.push_audio(tone8k, 8000)
+        for _ in range(20):
+            h.conv.push_audio(bytes(320), 8000)
+        await h.until(lambda h: "AgentResponse(front:Heard you.)" in h.kinds())
+
+
+async def test_end_conversation_closes():
+    from voiceagent.conversation.tools import tool_spec_from_function
+
+    async def end_conversation(ctx) -> dict:
+        """End the call."""
+        ctx.memory["conversation_ended"] = True
+        return {"ended": True}
+
+    async with Harness(script=[[("end_conversation", {})], "Goodbye!"], texts=["bye"]) as h:
+        h.registry.register(tool_spec_from_function(end_conversation))
+        h.directory.agents["front"] = AgentSpec(**{**AGENTS[0].__dict__, "tools": ("end_conversation",)})
+        await h.idle()
+        h.speak()
+        await h.until(lambda h: h.conv.closed)
+    assert h.kinds()[-2:] == ["AgentResponse(front:Goodbye!)", "State(ended)"]
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x00"])
+async def test_odd_input_is_harmless(bad):
+    async with Harness() as h:
+        await h.idle()
+        h.conv.push_audio(bad, 16000)
+        await h.conv.push_text("   ")
+        await asyncio.sleep(0.02)
+        assert h.conv.closed is False

@@ -1,0 +1,55 @@
+"""Streaming text helpers: split LLM deltas into speakable clauses as they arrive."""
+
+from __future__ import annotations
+
+import re
+
+_SENTENCE_END = re.compile(r"([.!?;:…])(\s+|$)")
+_SOFT_BREAK = re.compile(r"([,—–])\s+")
+
+
+class ClauseSplitter:
+    """Accumulates text deltas and releases whole clauses, so TTS can start before the LLM ends.
+
+    A clause ends at sentence punctuation followed by whitespace; a long run without one is cut
+    at a comma or dash once it passes ``soft_limit`` characters, and anywhere at a space past
+    ``hard_limit`` so a comma-less monologue still streams.
+    """
+
+    def __init__(self, soft_limit: int = 60, hard_limit: int = 160, min_chars: int = 2):
+        self.soft_limit = soft_limit
+        self.hard_limit = hard_limit
+        self.min_chars = min_chars
+        self._buffer = ""
+
+    def push(self, delta: str) -> list[str]:
+        """Add a delta; return the clauses it completed (possibly none)."""
+        self._buffer += delta
+        out: list[str] = []
+        while True:
+            cut = self._cut_point()
+            if cut is None:
+                return out
+            clause, self._buffer = self._buffer[:cut].strip(), self._buffer[cut:].lstrip()
+            if len(clause) >= self.min_chars:
+                out.append(clause)
+
+    def _cut_point(self) -> int | None:
+        for match in _SENTENCE_END.finditer(self._buffer):
+            if match.group(2):  # punctuation followed by whitespace: a finished clause
+                return match.end()
+        if len(self._buffer) > self.soft_limit:
+            soft = None
+            for match in _SOFT_BREAK.finditer(self._buffer):
+                soft = match.end()
+            if soft is not None:
+                return soft
+        if len(self._buffer) > self.hard_limit:
+            space = self._buffer.rfind(" ", 0, self.hard_limit)
+            return space + 1 if space > 0 else self.hard_limit
+        return None
+
+    def flush(self) -> list[str]:
+        """The remainder at the end of the stream."""
+        rest, self._buffer = self._buffer.strip(), ""
+        return [rest] if len(rest) >= self.min_chars else []
