@@ -194,7 +194,7 @@ class DjangoSessionStore:
 
     async def append_turn(self, state: SessionState, turn: Turn) -> None:
         await asyncio.to_thread(
-            _in_thread, write_turn, state.session_id, turn, state.scenario, state.transport
+            in_db_thread, write_turn, state.session_id, turn, state.scenario, state.transport
         )
 
     async def record_handoff(self, state: SessionState, event: HandoffEvent) -> None:
@@ -202,10 +202,10 @@ class DjangoSessionStore:
             {"from": event.from_agent, "to": event.to_agent, "type": event.type, "at": event.at}
         )
         await asyncio.to_thread(save_state, state)
-        await asyncio.to_thread(_in_thread, write_handoff, state.session_id, event)
+        await asyncio.to_thread(in_db_thread, write_handoff, state.session_id, event)
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]:
-        rows = await asyncio.to_thread(_in_thread, history, session_id, limit)
+        rows = await asyncio.to_thread(in_db_thread, history, session_id, limit)
         return [
             Turn(
                 role=r["role"],
@@ -218,7 +218,8 @@ class DjangoSessionStore:
         ]
 
 
-def _in_thread(fn, *args):
+def in_db_thread(fn, *args):
+    """Run ORM work in the current worker thread and release its connection afterwards."""
     try:
         return fn(*args)
     finally:

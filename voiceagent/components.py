@@ -144,6 +144,15 @@ def install(cycle: Lifecycle) -> None:
     cycle.deferred_timeout = settings.CONFIG.SHUTDOWN_DEFERRED_TIMEOUT
     cycle.register("core", "session-cache+channel-layer+appconfig", start=start_core, stop=stop_core)
     cycle.register("core", "auth", start=announce_auth_mode)
+    from voiceagent.runtime import runtime
+
+    cycle.register("speech", "speech-providers", start=runtime.start_speech)
+    cycle.register("speech", "stt-pool", stop=runtime.stop_stt)  # the two pools shut down in parallel
+    cycle.register("speech", "tts-pool", stop=runtime.stop_tts)
+    cycle.register("aoai", "chat-provider", start=runtime.start_chat, stop=runtime.stop_chat)
+    cycle.register("warmup", "providers", start=lambda: runtime.warmup(cycle.warmup_results))
+    register_check("llm", runtime.llm_check)
+    register_check("speech", runtime.speech_check)
     cycle.register("agents", "definitions", start=start_agents)
     cycle.register("events", "tool-registry", start=start_tools)
     register_check("cache", _cache_roundtrip)

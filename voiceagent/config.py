@@ -260,6 +260,15 @@ VARIABLES: tuple[Var, ...] = (
     V("OPENAI_API_KEY", None, _str, "Key for OPENAI_BASE_URL", secret=True, group="llm"),
     V("OPENAI_MODEL", None, _str, "Model name on OPENAI_BASE_URL", group="llm"),
     V("LLM_TIMEOUT", "15", _float(1, 300), "Seconds before a language-model turn falls back", group="llm"),
+    V(
+        "LLM_PROVIDER",
+        "auto",
+        _choice("auto", "azure", "openai", "rules"),
+        "Chat provider: `auto` picks azure (CLOUD_LLM_ENDPOINT), then openai (OPENAI_BASE_URL), "
+        "else the offline rules engine (fixtures/dialog)",
+        group="llm",
+    ),
+    V("MAX_TOOL_ROUNDS", "5", _int(1, 20), "Model rounds with tool calls allowed per user turn", group="llm"),
     # --- speech ---------------------------------------------------------------------------------
     V("CLOUD_SPEECH_REGION", None, _str, "Azure Speech region", group="speech"),
     V("CLOUD_SPEECH_KEY", None, _str, "Azure Speech key", secret=True, group="speech"),
@@ -282,6 +291,21 @@ VARIABLES: tuple[Var, ...] = (
         group="speech",
         tunable=True,
     ),
+    V(
+        "STT_PROVIDER",
+        "auto",
+        _choice("auto", "azure", "offline"),
+        "Speech recognition: `auto` picks azure when CLOUD_SPEECH_REGION is set, else offline pocketsphinx",
+        group="speech",
+    ),
+    V(
+        "TTS_PROVIDER",
+        "auto",
+        _choice("auto", "azure", "offline"),
+        "Speech synthesis: `auto` picks azure when CLOUD_SPEECH_REGION is set, else offline espeak-ng",
+        group="speech",
+    ),
+    V("VAD_AGGRESSIVENESS", "2", _int(0, 3), "webrtcvad mode, 0 (lenient) to 3 (strict)", group="speech"),
     V("TTS_POOL_SIZE", "4", _int(0, 256), "Speech synthesis clients kept warm per process", group="speech"),
     V("STT_POOL_SIZE", "4", _int(0, 256), "Speech recognition clients kept warm per process", group="speech"),
     V(

@@ -368,3 +368,15 @@ def test_agents_schema_paths(api_client, loaded):
         "/api/v1/profiles/{profile_id}",
     ):
         assert path in paths
+
+
+def test_put_reaches_another_workers_catalog(api_client, loaded):
+    """Another worker's catalog notices the shared version bump and reloads on its next read."""
+    from agents_app.catalog import Catalog
+
+    other = Catalog()
+    other.reload()
+    assert other.agent("cards_agent").temperature != 1.5
+    api_client.put("/api/v1/agents/cards_agent", {"temperature": 1.5}, format="json")
+    other._checked_at = 0  # its once-a-second check is due
+    assert other.agent("cards_agent").temperature == 1.5

@@ -257,6 +257,7 @@ class Conversation:
         self._tasks: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._current_agent: AgentSpec | None = None
+        self.turn_ended_at: float | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
     def loop_time(self) -> float:
@@ -418,6 +419,7 @@ class Conversation:
             self._silence_ms >= self._silence_timeout()
             or utterance.frames_in >= self.config.max_utterance_frames
         ):
+            self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
             utterance.frames.put_nowait(None)  # end of turn
             self._utterance = None
             self._silence_ms = 0

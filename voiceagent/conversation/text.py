@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 _SENTENCE_END = re.compile(r"([.!?;:…])(\s+|$)")
-_SOFT_BREAK = re.compile(r"([,—–])\s+")
+_SOFT_BREAK = re.compile(r"([,\u2014\u2013])\s+")  # comma, em dash, en dash
 
 
 class ClauseSplitter:
@@ -16,8 +16,9 @@ class ClauseSplitter:
     ``hard_limit`` so a comma-less monologue still streams.
     """
 
-    def __init__(self, soft_limit: int = 60, hard_limit: int = 160, min_chars: int = 2):
+    def __init__(self, soft_limit: int = 60, hard_limit: int = 160, min_chars: int = 2, min_soft: int = 20):
         self.soft_limit = soft_limit
+        self.min_soft = min_soft
         self.hard_limit = hard_limit
         self.min_chars = min_chars
         self._buffer = ""
@@ -39,11 +40,9 @@ class ClauseSplitter:
             if match.group(2):  # punctuation followed by whitespace: a finished clause
                 return match.end()
         if len(self._buffer) > self.soft_limit:
-            soft = None
             for match in _SOFT_BREAK.finditer(self._buffer):
-                soft = match.end()
-            if soft is not None:
-                return soft
+                if match.end() >= self.min_soft:
+                    return match.end()
         if len(self._buffer) > self.hard_limit:
             space = self._buffer.rfind(" ", 0, self.hard_limit)
             return space + 1 if space > 0 else self.hard_limit

@@ -1,0 +1,66 @@
+"""The engine's agent directory over the catalog and the session's own agents and scenarios.
+
+Resolved at every turn (in a worker thread: the catalog may read the shared cache), so a
+``PUT /agents`` or an admin edit applies from the next turn, and a removed MCP server's tools stop
+being offered from the next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from agents_app.catalog import catalog, scenario_from_record, spec_from_values
+from agents_app.definitions import prompt_variables, render_prompt
+from agents_app.sessions import in_db_thread
+from voiceagent.conversation.engine import TurnContext, resolve_tools
+from voiceagent.conversation.session import SessionState
+from voiceagent.conversation.specs import AgentSpec, HandoffMap, ScenarioSpec
+from voiceagent.conversation.tools import REGISTRY, ToolRegistry
+
+
+class UnknownScenario(LookupError):
+    pass
+
+
+class CatalogDirectory:
+    """Built-in agents and scenarios from the catalog, plus the session-scoped ones in its state."""
+
+    def __init__(self, registry: ToolRegistry = REGISTRY):
+        self.registry = registry
+
+    def resolve(self, state: SessionState, agent_name: str | None = None) -> TurnContext:
+        """Sync resolution (call from a thread in async code)."""
+        catalog.ensure_current()
+        agents: dict[str, AgentSpec] = {a.name: a for a in catalog.agents.values()}
+        for record in state.agents.values():
+            agents[record["name"]] = spec_from_values(
+                record["name"], record, source="session", session_id=state.session_id
+            )
+        scenario: ScenarioSpec | None = None
+        if state.scenario in state.scenarios:
+            scenario = scenario_from_record(state.scenarios[state.scenario])
+        else:
+            scenario = catalog.scenario(state.scenario)
+        if scenario is None:
+            raise UnknownScenario(f"scenario {state.scenario!r} is not available")
+        name = agent_name or state.active_agent or scenario.start_agent
+        canonical = {n.lower(): n for n in scenario.agents}
+        name = canonical.get(name.lower(), scenario.start_agent)
+        agent = agents.get(name)
+        if agent is None:
+            raise UnknownScenario(f"agent {name!r} of scenario {scenario.name!r} is not available")
+        members = {n: agents[n] for n in scenario.agents if n in agents}
+        handoff_map = HandoffMap.build(scenario, members)
+        variables = prompt_variables(
+            scenario, state.memory, session_id=state.session_id, agent_name=agent.name
+        )
+        return TurnContext(
+            agent=agent,
+            scenario=scenario,
+            handoff_map=handoff_map,
+            system_prompt=render_prompt(agent.prompt_template, variables),
+            tools=resolve_tools(agent, handoff_map, self.registry, members),
+        )
+
+    async def context(self, state: SessionState, agent_name: str | None = None) -> TurnContext:
+        return await asyncio.to_thread(in_db_thread, self.resolve, state, agent_name)

@@ -1,0 +1,35 @@
+from voiceagent.conversation.text import ClauseSplitter
+
+
+def feed(text: str, step: int = 3, **kw) -> list[str]:
+    splitter = ClauseSplitter(**kw)
+    out = []
+    for i in range(0, len(text), step):
+        out += splitter.push(text[i:i + step])
+    return out + splitter.flush()
+
+
+def test_sentences_are_released_as_they_complete():
+    splitter = ClauseSplitter()
+    assert splitter.push("Hello there") == []
+    assert splitter.push(". How are") == ["Hello there."]
+    assert splitter.push(" you?") == []  # no whitespace yet after "?": could be "?!" or a URL
+    assert splitter.flush() == ["How are you?"]
+
+
+def test_long_runs_split_at_commas_then_anywhere():
+    text = "I checked your account, and the last three payments, all to the same merchant, look unusual to me"
+    clauses = feed(text, soft_limit=30)
+    assert clauses[0] == "I checked your account,"
+    assert " ".join(clauses) == text
+    monologue = "word " * 80
+    assert all(len(c) <= 160 for c in feed(monologue))
+
+
+def test_numbers_and_abbreviations_do_not_cut_mid_token():
+    assert feed("Your balance is 1,234.56 dollars. Thanks.") == ["Your balance is 1,234.56 dollars.", "Thanks."]
+
+
+def test_empty_and_punctuation_only():
+    assert feed("") == []
+    assert feed(". . .") == []

@@ -1,0 +1,148 @@
+"""The process's voice runtime: providers built by the startup steps, and new conversations.
+
+Steps: 2 (speech) builds the STT/TTS providers and their pools, 3 (aoai) the chat provider,
+7 (warmup) fills the pools and pre-warms the model connection (``/ready`` ``warmup_results``).
+Transports call :func:`new_conversation`; they never build providers themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from django.conf import settings
+
+from voiceagent import appconfig
+from voiceagent.conversation.engine import Conversation, EngineConfig
+from voiceagent.conversation.providers import ChatProvider, STTProvider, TTSProvider
+from voiceagent.conversation.specs import VoiceSpec
+
+logger = logging.getLogger("voiceagent.runtime")
+
+
+class Runtime:
+    def __init__(self) -> None:
+        self.stt: STTProvider | None = None
+        self.tts: TTSProvider | None = None
+        self.chat: ChatProvider | None = None
+        self.chat_warm: bool | None = None
+
+    # --- step 2: speech -------------------------------------------------------------------------
+    async def start_speech(self) -> str:
+        from voiceagent.speech.factory import build_speech_providers
+
+        self.stt, self.tts = build_speech_providers(settings.CONFIG)
+        return f"stt {self.stt.name}, tts {self.tts.name} (pools fill during warmup)"
+
+    async def stop_stt(self) -> None:
+        if self.stt is not None:
+            await self.stt.close()
+
+    async def stop_tts(self) -> None:
+        if self.tts is not None:
+            await self.tts.close()
+
+    # --- step 3: language model -------------------------------------------------------------------
+    async def start_chat(self) -> str:
+        from voiceagent.llm.factory import build_chat_provider
+
+        self.chat = build_chat_provider(settings.CONFIG)
+        return f"chat {self.chat.name}"
+
+    async def stop_chat(self) -> None:
+        if self.chat is not None:
+            await self.chat.close()
+
+    # --- step 7: warmup ---------------------------------------------------------------------------
+    async def warmup(self, results: dict[str, Any]) -> str:
+        async def warm_chat() -> bool:
+            return bool(self.chat and await self.chat.warm())
+
+        async def warm(provider) -> int:
+            return int(await provider.warm()) if provider is not None else 0
+
+        chat_ok, tts_ready, stt_ready = await asyncio.gather(
+            warm_chat(), warm(self.tts), warm(self.stt), return_exceptions=True
+        )
+        results["openai"] = chat_ok is True
+        results["tts_pool"] = tts_ready if isinstance(tts_ready, int) else 0
+        results["stt_pool"] = stt_ready if isinstance(stt_ready, int) else 0
+        self.chat_warm = results["openai"]
+        for name, outcome in (("chat", chat_ok), ("tts", tts_ready), ("stt", stt_ready)):
+            if isinstance(outcome, BaseException):
+                logger.warning("warmup of %s failed: %s", name, outcome)
+        return (
+            f"chat warm={results['openai']}, tts pool {results['tts_pool']}, stt pool {results['stt_pool']}"
+        )
+
+    # --- readiness --------------------------------------------------------------------------------
+    def llm_check(self) -> tuple[str, str]:
+        if self.chat is None:
+            return "unhealthy", "language-model client not created (startup step 3 failed)"
+        if self.chat.name == "offline-rules":
+            return (
+                "healthy",
+                "offline rules engine (deterministic dialog from fixtures/dialog; no language model)",
+            )
+        if self.chat_warm is False:
+            return "unhealthy", f"{self.chat.name}: warmup call failed"
+        return "healthy", f"{self.chat.name}" + ("" if self.chat_warm else " (not warmed yet)")
+
+    def speech_check(self) -> tuple[str, str]:
+        from voiceagent.speech.pools import pool_metrics
+
+        if self.stt is None or self.tts is None:
+            return "unhealthy", "speech providers not created (startup step 2 failed)"
+        pools = pool_metrics()
+        detail = (
+            f"stt {self.stt.name} ({pools['stt']['available']}/{pools['stt']['size']} free), "
+            f"tts {self.tts.name} ({pools['tts']['available']}/{pools['tts']['size']} free)"
+        )
+        return "healthy", detail
+
+    # --- conversations ----------------------------------------------------------------------------
+    def engine_config(self) -> EngineConfig:
+        config = settings.CONFIG
+        return EngineConfig(
+            language=appconfig.get("STT_LANGUAGE"),
+            llm_timeout_s=config.LLM_TIMEOUT,
+            max_tool_rounds=config.MAX_TOOL_ROUNDS,
+            silence_timeout_ms=lambda: appconfig.get("VAD_SILENCE_TIMEOUT"),
+            default_voice=lambda: VoiceSpec(
+                appconfig.get("TTS_VOICE"), appconfig.get("TTS_STYLE"), appconfig.get("TTS_RATE")
+            ),
+        )
+
+    def new_conversation(
+        self,
+        session_id: str,
+        scenario: str,
+        *,
+        transport: str,
+        agent: str | None = None,
+        config: EngineConfig | None = None,
+    ) -> Conversation:
+        """A cascade conversation on this process's providers (the transport calls ``start()``)."""
+        from agents_app.directory import CatalogDirectory
+        from agents_app.sessions import DjangoSessionStore
+        from voiceagent.speech.vad import VoiceActivityDetector
+
+        if self.stt is None or self.tts is None or self.chat is None:
+            raise RuntimeError("voice runtime not started (startup steps 2-3)")
+        return Conversation(
+            session_id,
+            scenario=scenario,
+            agent=agent,
+            transport=transport,
+            directory=CatalogDirectory(),
+            store=DjangoSessionStore(),
+            stt=self.stt,
+            tts=self.tts,
+            chat=self.chat,
+            vad=VoiceActivityDetector(16000, 20, aggressiveness=settings.CONFIG.VAD_AGGRESSIVENESS),
+            config=config or self.engine_config(),
+        )
+
+
+runtime = Runtime()
