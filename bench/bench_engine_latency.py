@@ -30,17 +30,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from voiceagent.conversation.engine import Conversation, EngineConfig  # noqa: E402
-from voiceagent.conversation.session import InMemorySessionStore  # noqa: E402
-from voiceagent.conversation.specs import AgentSpec, ScenarioSpec  # noqa: E402
-from voiceagent.conversation.testing import (  # noqa: E402
+from voiceagent.conversation.engine import Conversation, EngineConfig
+from voiceagent.conversation.session import InMemorySessionStore
+from voiceagent.conversation.specs import AgentSpec, ScenarioSpec
+from voiceagent.conversation.testing import (
     EnergyVAD,
     InstantTTS,
     ScriptedChat,
     ScriptedSTT,
     StaticDirectory,
 )
-from voiceagent.conversation.tools import ToolRegistry  # noqa: E402
+from voiceagent.conversation.tools import ToolRegistry
 
 RATE, FRAME_MS = 16000, 20
 FRAME = RATE * FRAME_MS // 1000

@@ -27,7 +27,8 @@ def test_long_runs_split_at_commas_then_anywhere():
 
 
 def test_numbers_and_abbreviations_do_not_cut_mid_token():
-    assert feed("Your balance is 1,234.56 dollars. Thanks.") == ["Your balance is 1,234.56 dollars.", "Thanks."]
+    expected = ["Your balance is 1,234.56 dollars.", "Thanks."]
+    assert feed("Your balance is 1,234.56 dollars. Thanks.") == expected
 
 
 def test_empty_and_punctuation_only():
