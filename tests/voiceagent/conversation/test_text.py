@@ -5,7 +5,7 @@ def feed(text: str, step: int = 3, **kw) -> list[str]:
     splitter = ClauseSplitter(**kw)
     out = []
     for i in range(0, len(text), step):
-        out += splitter.push(text[i:i + step])
+        out += splitter.push(text[i : i + step])
     return out + splitter.flush()
 
 
