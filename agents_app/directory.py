@@ -7,19 +7,34 @@ being offered from the next turn.
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 
 from agents_app.catalog import catalog, scenario_from_record, spec_from_values
 from agents_app.definitions import prompt_variables, render_prompt
-from agents_app.sessions import in_db_thread
+from agents_app.sessions import db_call
 from voiceagent.conversation.engine import TurnContext, resolve_tools
 from voiceagent.conversation.session import SessionState
-from voiceagent.conversation.specs import AgentSpec, HandoffMap, ScenarioSpec
+from voiceagent.conversation.specs import AgentSpec, HandoffMap, ScenarioSpec, VoiceSpec
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
 
 
 class UnknownScenario(LookupError):
     pass
+
+
+def apply_overrides(agent: AgentSpec, overrides: dict) -> AgentSpec:
+    """The agent with session overrides (voice, voice_style, voice_rate, model, temperature, ...)."""
+    voice = VoiceSpec(
+        overrides.get("voice") or agent.voice.name,
+        overrides.get("voice_style") or agent.voice.style,
+        overrides.get("voice_rate") or agent.voice.rate,
+    )
+    fields = {
+        k: overrides[k]
+        for k in ("model", "temperature", "top_p", "max_tokens")
+        if overrides.get(k) is not None
+    }
+    return dataclasses.replace(agent, voice=voice, **fields)
 
 
 class CatalogDirectory:
@@ -49,6 +64,9 @@ class CatalogDirectory:
         agent = agents.get(name)
         if agent is None:
             raise UnknownScenario(f"agent {name!r} of scenario {scenario.name!r} is not available")
+        overrides = state.memory.get("_agent_overrides")
+        if overrides:  # a browser's config.overrides apply to every agent of its session
+            agent = apply_overrides(agent, overrides)
         members = {n: agents[n] for n in scenario.agents if n in agents}
         handoff_map = HandoffMap.build(scenario, members)
         variables = prompt_variables(
@@ -63,4 +81,4 @@ class CatalogDirectory:
         )
 
     async def context(self, state: SessionState, agent_name: str | None = None) -> TurnContext:
-        return await asyncio.to_thread(in_db_thread, self.resolve, state, agent_name)
+        return await db_call(self.resolve, state, agent_name)

@@ -85,10 +85,21 @@ def history(session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
     ]
 
 
+_known_sessions: set[str] = set()
+
+
+def _ensure_session_row(session_id: str, scenario: str = "", transport: str | None = None) -> None:
+    """One existence check per session and process, not one per turn."""
+    if session_id in _known_sessions:
+        return
+    Session.objects.get_or_create(session_id=session_id, defaults={"scenario": scenario, "transport": transport})
+    if len(_known_sessions) > 100_000:
+        _known_sessions.clear()
+    _known_sessions.add(session_id)
+
+
 def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str | None = None) -> None:
-    Session.objects.get_or_create(
-        session_id=session_id, defaults={"scenario": scenario, "transport": transport}
-    )
+    _ensure_session_row(session_id, scenario, transport)
     HistoryTurn.objects.create(
         session_id=session_id,
         role=turn.role,
@@ -101,7 +112,7 @@ def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str |
 
 
 def write_handoff(session_id: str, event: HandoffEvent) -> None:
-    Session.objects.get_or_create(session_id=session_id)
+    _ensure_session_row(session_id)
     HandoffRecord.objects.create(
         session_id=session_id,
         from_agent=event.from_agent,
@@ -187,25 +198,23 @@ class DjangoSessionStore:
     """The engine's session store: cache state + database history, never blocking the loop."""
 
     async def load(self, session_id: str) -> SessionState | None:
-        return await asyncio.to_thread(load_state, session_id)
+        return await db_call(load_state, session_id)
 
     async def save(self, state: SessionState) -> None:
-        await asyncio.to_thread(save_state, state)
+        await db_call(save_state, state)
 
     async def append_turn(self, state: SessionState, turn: Turn) -> None:
-        await asyncio.to_thread(
-            in_db_thread, write_turn, state.session_id, turn, state.scenario, state.transport
-        )
+        await db_call(write_turn, state.session_id, turn, state.scenario, state.transport)
 
     async def record_handoff(self, state: SessionState, event: HandoffEvent) -> None:
         state.handoffs.append(
             {"from": event.from_agent, "to": event.to_agent, "type": event.type, "at": event.at}
         )
-        await asyncio.to_thread(save_state, state)
-        await asyncio.to_thread(in_db_thread, write_handoff, state.session_id, event)
+        await db_call(save_state, state)
+        await db_call(write_handoff, state.session_id, event)
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]:
-        rows = await asyncio.to_thread(in_db_thread, history, session_id, limit)
+        rows = await db_call(history, session_id, limit)
         return [
             Turn(
                 role=r["role"],
@@ -216,6 +225,21 @@ class DjangoSessionStore:
             )
             for r in rows
         ]
+
+
+async def db_call(fn, *args):
+    """Run blocking ORM/cache work off the event loop.
+
+    SQLite allows one writer at a time (the in-memory test database even fails at once with
+    "table is locked"), so with SQLite every call goes through Django's single sync thread;
+    with PostgreSQL calls run in parallel worker threads, each releasing its connection.
+    """
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        return await sync_to_async(fn, thread_sensitive=True)(*args)
+    return await asyncio.to_thread(in_db_thread, fn, *args)
 
 
 def in_db_thread(fn, *args):

@@ -301,37 +301,44 @@ class SessionResetView(APIView):
     )
     def post(self, request, session_id: str):
         _check_session_id(session_id)
-        old = sessions.load_state(session_id)
-        if old is None:
-            body = sessions.session_body(session_id)
-            if body is None:
-                raise ApiError(f"Session {session_id!r} not found.", 404)
-            old = SessionState(session_id=session_id, scenario=body["scenario"], active_agent="")
-        scenario = _session_scenarios(old).get(old.scenario.lower()) or catalog.scenario(old.scenario)
-        if scenario is None:
-            scenario = catalog.scenario(DEFAULT_SCENARIO)
-        if scenario is None:
-            raise ApiError("The session's scenario no longer exists and no default is available.", 409)
-        new_id = sessions.new_session_id()
-        state = sessions.create_session(
-            new_id, scenario.name, scenario.start_agent, old.transport, previous_session_id=session_id
-        )
-        if scenario.source == "session":  # the session-scoped scenario moves to the new session
-            state.scenarios[scenario.name] = {**old.scenarios[scenario.name], "session_id": new_id}
-            for agent_name in scenario.agents:
-                if agent_name in old.agents:
-                    state.agents[agent_name] = {**old.agents[agent_name], "session_id": new_id}
-            sessions.save_state(state)
-        sessions.delete_state(session_id)
-        return Response(
-            {
-                "session_id": new_id,
-                "previous_session_id": session_id,
-                "scenario": scenario.name,
-                "active_agent": scenario.start_agent,
-            },
-            status=201,
-        )
+        body = reset_session(session_id)
+        if body is None:
+            raise ApiError(f"Session {session_id!r} not found.", 404)
+        return Response(body, status=201)
+
+
+def reset_session(session_id: str) -> dict[str, Any] | None:
+    """New id, cleared state, same scenario at its start agent; None if the session is unknown.
+
+    The old history stays readable; session-scoped agents and scenarios move to the new id."""
+    old = sessions.load_state(session_id)
+    if old is None:
+        body = sessions.session_body(session_id)
+        if body is None:
+            return None
+        old = SessionState(session_id=session_id, scenario=body["scenario"], active_agent="")
+    scenario = _session_scenarios(old).get(old.scenario.lower()) or catalog.scenario(old.scenario)
+    if scenario is None:
+        scenario = catalog.scenario(DEFAULT_SCENARIO)
+    if scenario is None:
+        raise ApiError("The session's scenario no longer exists and no default is available.", 409)
+    new_id = sessions.new_session_id()
+    state = sessions.create_session(
+        new_id, scenario.name, scenario.start_agent, old.transport, previous_session_id=session_id
+    )
+    if scenario.source == "session":  # the session-scoped scenario moves to the new session
+        state.scenarios[scenario.name] = {**old.scenarios[scenario.name], "session_id": new_id}
+        for agent_name in scenario.agents:
+            if agent_name in old.agents:
+                state.agents[agent_name] = {**old.agents[agent_name], "session_id": new_id}
+        sessions.save_state(state)
+    sessions.delete_state(session_id)
+    return {
+        "session_id": new_id,
+        "previous_session_id": session_id,
+        "scenario": scenario.name,
+        "active_agent": scenario.start_agent,
+    }
 
 
 class ProfileGenerateView(APIView):

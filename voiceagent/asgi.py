@@ -13,6 +13,8 @@ from voiceagent.handlers import ApiASGIHandler, HealthFastPath, PathRouter  # no
 
 api_asgi_app = ApiASGIHandler()  # lean async middleware for /api/
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
+
 from voiceagent import components  # noqa: E402
 from voiceagent.lifecycle import LifespanApp, install_twisted_hooks, lifecycle  # noqa: E402
 from voiceagent.routing import websocket_urlpatterns  # noqa: E402
@@ -24,7 +26,7 @@ application = LifespanApp(
     ProtocolTypeRouter(
         {
             "http": HealthFastPath(PathRouter(api_asgi_app, django_asgi_app)),
-            "websocket": URLRouter(websocket_urlpatterns),
+            "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
         }
     )
 )

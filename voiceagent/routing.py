@@ -1,3 +1,22 @@
 """WebSocket routes (all under /api/v1). Transports add their consumers here."""
 
-websocket_urlpatterns: list = []
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.urls import path, re_path
+
+from calls.browser import BrowserConversationConsumer
+from calls.dashboard import DashboardRelayConsumer
+
+
+class UnknownPathConsumer(AsyncWebsocketConsumer):
+    """Any other WebSocket path: a clean close with a reason instead of a server error."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=4404, reason=f"no WebSocket endpoint at {self.scope['path'][:100]}")
+
+
+websocket_urlpatterns = [
+    path("api/v1/browser/conversation", BrowserConversationConsumer.as_asgi()),
+    path("api/v1/browser/dashboard/relay", DashboardRelayConsumer.as_asgi()),
+    re_path(r"", UnknownPathConsumer.as_asgi()),
+]

@@ -27,6 +27,13 @@ class Runtime:
         self.tts: TTSProvider | None = None
         self.chat: ChatProvider | None = None
         self.chat_warm: bool | None = None
+        self.vad_factory = self._default_vad
+
+    @staticmethod
+    def _default_vad():
+        from voiceagent.speech.vad import VoiceActivityDetector
+
+        return VoiceActivityDetector(16000, 20, aggressiveness=settings.CONFIG.VAD_AGGRESSIVENESS)
 
     # --- step 2: speech -------------------------------------------------------------------------
     async def start_speech(self) -> str:
@@ -126,7 +133,6 @@ class Runtime:
         """A cascade conversation on this process's providers (the transport calls ``start()``)."""
         from agents_app.directory import CatalogDirectory
         from agents_app.sessions import DjangoSessionStore
-        from voiceagent.speech.vad import VoiceActivityDetector
 
         if self.stt is None or self.tts is None or self.chat is None:
             raise RuntimeError("voice runtime not started (startup steps 2-3)")
@@ -140,9 +146,83 @@ class Runtime:
             stt=self.stt,
             tts=self.tts,
             chat=self.chat,
-            vad=VoiceActivityDetector(16000, 20, aggressiveness=settings.CONFIG.VAD_AGGRESSIVENESS),
+            vad=self.vad_factory(),
             config=config or self.engine_config(),
         )
+
+    # --- live (speech-to-speech) conversations ------------------------------------------------------
+    def realtime_client(self):
+        """The process's realtime voice client, built from configuration on first use.
+
+        Raises ``ValueError`` when no realtime API is configured (there is no offline one).
+        """
+        client = self.__dict__.get("_realtime_client")
+        if client is None:
+            from voiceagent.llm.realtime import build_realtime_client
+
+            client = self.__dict__["_realtime_client"] = build_realtime_client(settings.CONFIG)
+        return client
+
+    async def stop_realtime(self) -> None:
+        """Release the realtime client (shutdown); open conversations keep their own sockets."""
+        client = self.__dict__.pop("_realtime_client", None)
+        if client is not None:
+            await client.close()
+
+    def live_config(self):
+        from voiceagent.conversation.live import LiveConfig
+
+        return LiveConfig(
+            language=appconfig.get("STT_LANGUAGE"),
+            max_tool_rounds=settings.CONFIG.MAX_TOOL_ROUNDS,
+            silence_timeout_ms=lambda: appconfig.get("VAD_SILENCE_TIMEOUT"),
+            default_voice=lambda: VoiceSpec(
+                appconfig.get("TTS_VOICE"), appconfig.get("TTS_STYLE"), appconfig.get("TTS_RATE")
+            ),
+        )
+
+    def new_live_conversation(
+        self,
+        session_id: str,
+        scenario: str,
+        *,
+        transport: str,
+        agent: str | None = None,
+        config=None,
+        client=None,
+    ):
+        """A live (speech-to-speech) conversation over the realtime voice API (the transport calls
+        ``start()``). Same API and events as :meth:`new_conversation`; ``ValueError`` when no realtime
+        API is configured."""
+        from agents_app.directory import CatalogDirectory
+        from agents_app.sessions import DjangoSessionStore
+        from voiceagent.conversation.live import LiveConversation
+
+        return LiveConversation(
+            session_id,
+            scenario=scenario,
+            agent=agent,
+            transport=transport,
+            directory=CatalogDirectory(),
+            store=DjangoSessionStore(),
+            client=client or self.realtime_client(),
+            config=config or self.live_config(),
+        )
+
+    def new_conversation_for(
+        self, mode: str, session_id: str, scenario: str, *, transport: str, agent: str | None = None
+    ):
+        """``mode`` "cascade" (STT -> LLM -> TTS) or "live" (the realtime voice API).
+
+        Transports map their own switch onto it: ``TELEPHONY_STREAMING_MODE=VOICE_LIVE``, the
+        browser's ``mode: "live"``, the contact-center bridge.
+        """
+        kind = (mode or "cascade").strip().lower()
+        if kind == "live":
+            return self.new_live_conversation(session_id, scenario, transport=transport, agent=agent)
+        if kind == "cascade":
+            return self.new_conversation(session_id, scenario, transport=transport, agent=agent)
+        raise ValueError(f"conversation mode {mode!r} is not one of cascade, live")
 
 
 runtime = Runtime()

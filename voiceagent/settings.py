@@ -82,18 +82,28 @@ TEMPLATES = [
 ]
 
 
+# SQLite: write-ahead log (readers never block the writer), fewer fsyncs, writers queue instead
+# of failing with "database is locked".
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+
 def _database(url: str | None) -> dict:
     """Django DATABASES entry from ``DATABASE_URL`` (sqlite:///path or postgres://...)."""
     if not url:
         (BASE_DIR / "var").mkdir(exist_ok=True)
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "var" / "voiceagent.sqlite3"}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "var" / "voiceagent.sqlite3",
+                "OPTIONS": SQLITE_OPTIONS}
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":  # sqlite:///relative.db or sqlite:////absolute/path.db
         path = unquote(parsed.path)[1:]
         if path in ("", ":memory:"):
             return {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
         name = Path(path) if path.startswith("/") else BASE_DIR / path
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name, "OPTIONS": SQLITE_OPTIONS}
     options = dict(parse_qsl(parsed.query))
     return {
         "ENGINE": "django.db.backends.postgresql",

@@ -15,6 +15,7 @@ api_v1 = [
     path("appconfig", health.AppConfigView.as_view(), name="appconfig"),
     path("appconfig/refresh", health.AppConfigRefreshView.as_view(), name="appconfig-refresh"),
     path("", include("agents_app.urls")),
+    path("", include("calls.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
@@ -23,6 +24,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("admin/", admin.site.urls),
     path("", TemplateView.as_view(template_name="index.html"), name="index"),
+    path("dashboard", TemplateView.as_view(template_name="dashboard.html"), name="dashboard"),
 ]
 
 handler400 = "voiceagent.errors.json_400"

@@ -20,23 +20,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from voiceagent.conversation.common import agent_voice, handoff_line, open_session, run_tool_round
 from voiceagent.conversation.events import (
     AgentResponse,
     Audio,
     Error,
     Event,
     EventChannel,
-    Handoff,
     StateChange,
     StopAudio,
-    ToolCall,
     Transcript,
 )
 from voiceagent.conversation.providers import (
@@ -48,17 +46,14 @@ from voiceagent.conversation.providers import (
     ToolCallRequest,
     TTSProvider,
 )
-from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
+from voiceagent.conversation.session import SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, HandoffMap, ScenarioSpec, VoiceSpec
 from voiceagent.conversation.text import ClauseSplitter
 from voiceagent.conversation.tools import (
     REGISTRY,
-    ToolContext,
     ToolRegistry,
     ToolSpec,
-    execute_spec,
     handoff_tool_specs,
-    resolve_handoff,
 )
 from voiceagent.logging import session_id_var
 
@@ -66,6 +61,7 @@ logger = logging.getLogger("voiceagent.conversation")
 
 FALLBACK_LINE = "I'm sorry, I'm having trouble answering right now. Could you say that again?"
 DTMF_DIGITS = frozenset("0123456789*#ABCD")
+ENDED_BY_AGENT = "conversation ended by the agent"
 
 
 # --- what the engine needs from the outside -------------------------------------------------------
@@ -258,6 +254,7 @@ class Conversation:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._current_agent: AgentSpec | None = None
         self.turn_ended_at: float | None = None
+        self.close_reason: str | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------
     def loop_time(self) -> float:
@@ -268,24 +265,15 @@ class Conversation:
         """Load (or create) the session state, start listening, speak the greeting."""
         self._loop = asyncio.get_running_loop()
         session_id_var.set(self.session_id)
-        state = await self.store.load(self.session_id)
-        if state is None:
-            state = SessionState(
-                session_id=self.session_id,
-                scenario=self.scenario_name,
-                active_agent="",
-                transport=self.transport,
-            )
-        else:
-            self.history = await self.store.history(self.session_id, self.config.history_turns)
-        if self.transport:
-            state.transport = self.transport
-        if state.scenario != self.scenario_name:
-            state.scenario, state.active_agent = self.scenario_name, ""
-        self.state = state
-        ctx = await self.directory.context(state, self.requested_agent or state.active_agent or None)
-        state.active_agent = ctx.agent.name
-        await self.store.save(state)
+        self.state, self.history, ctx = await open_session(
+            self.store,
+            self.directory,
+            self.session_id,
+            scenario=self.scenario_name,
+            transport=self.transport,
+            agent=self.requested_agent,
+            history_turns=self.config.history_turns,
+        )
         self._input_task = self._loop.create_task(self._input_loop(), name=f"input-{self.session_id}")
         await self.emit(StateChange(self.session_id, state="listening", agent=ctx.agent.name))
         if ctx.agent.greeting and not self.history:
@@ -296,6 +284,7 @@ class Conversation:
         if self.closed:
             return
         self.closed = True
+        self.close_reason = reason
         if self._pending is not None:
             await self._commit(self._take_pending(), self.loop_time())
         for task in [self._response_task, self._input_task, self._dtmf_task, self._commit_task, *self._tasks]:
@@ -485,12 +474,7 @@ class Conversation:
         return start
 
     def voice_for(self, agent: AgentSpec) -> VoiceSpec:
-        default = self.config.default_voice()
-        return VoiceSpec(
-            agent.voice.name or default.name,
-            agent.voice.style or default.style,
-            agent.voice.rate or default.rate,
-        )
+        return agent_voice(agent, self.config.default_voice())
 
     def _agent_name(self) -> str:
         return self.state.active_agent if self.state is not None else ""
@@ -572,7 +556,7 @@ class Conversation:
             wait = self.playback_end - self.loop_time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            await self.close("conversation ended by the agent")
+            await self.close(ENDED_BY_AGENT)
             return
         await self.emit(StateChange(self.session_id, state="listening", agent=self._agent_name()))
 
@@ -754,88 +738,20 @@ class Conversation:
         rid: int,
     ) -> tuple[TurnContext, bool]:
         """Execute a round's tool calls (handoffs last). Returns (context to continue with, announced?)."""
-        assert self.state is not None
-        state = self.state
-        handoffs = [c for c in calls if ctx.handoff_map.is_handoff_tool(c.name)]
-        tool_ctx = ToolContext(
-            session_id=self.session_id, agent=ctx.agent.name, scenario=ctx.scenario.name, memory=state.memory
-        )
-        by_name = {t.name: t for t in ctx.tools}
-        for call in calls:
-            if call in handoffs:
-                continue
-            spec = by_name.get(call.name)
-            if spec is None:  # not offered to this agent (or removed since): refuse, never run it
-                value = {
-                    "error": {
-                        "type": "unknown_tool",
-                        "message": f"tool {call.name!r} is not available to this agent",
-                    }
-                }
-                ok, duration, content = False, 0.0, json.dumps(value)
-            else:
-                outcome = await execute_spec(spec, call.arguments, tool_ctx)
-                ok, value, duration, content = (
-                    outcome.ok,
-                    outcome.result if outcome.ok else {"error": outcome.error},
-                    outcome.duration_ms,
-                    outcome.to_model_content(),
-                )
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            await self._record_tool(ctx.agent.name, call, value, ok, duration, content)
-        if not handoffs:
-            return ctx, False
-        call = handoffs[0]
-        for extra in handoffs[1:]:  # one handoff per round; tell the model about the others
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": extra.id,
-                    "content": json.dumps({"error": {"type": "ignored", "message": "one handoff at a time"}}),
-                }
-            )
-        try:
-            args = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError:
-            args = {}
-        handoff = resolve_handoff(
-            ctx.handoff_map, ctx.agent.name, call.name, args if isinstance(args, dict) else {}
+        handoff = await run_tool_round(
+            self,
+            ctx,
+            calls,
+            lambda call, content: messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": content}
+            ),
         )
         if handoff is None:
-            content = json.dumps(
-                {
-                    "error": {
-                        "type": "invalid_handoff",
-                        "message": f"{call.name} does not lead to another agent of this scenario",
-                    }
-                }
-            )
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            await self._record_tool(ctx.agent.name, call, json.loads(content), False, 0.0, content)
             return ctx, False
-        result = {"handoff": True, "from": handoff.from_agent, "to": handoff.to_agent, "type": handoff.type}
-        content = json.dumps(result)
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        await self._record_tool(ctx.agent.name, call, result, True, 0.0, content)
-        returning = any(h.get("from") == handoff.to_agent for h in state.handoffs) or (
-            handoff.to_agent == ctx.scenario.start_agent
-        )
-        state.active_agent = handoff.to_agent
-        event = HandoffEvent(handoff.from_agent, handoff.to_agent, handoff.type)
-        await self.store.record_handoff(state, event)
-        await self.emit(
-            Handoff(
-                self.session_id,
-                from_agent=handoff.from_agent,
-                to_agent=handoff.to_agent,
-                type=handoff.type,
-                tool=call.name,
-            )
-        )
-        new_ctx = await self.directory.context(state)
-        if handoff.type == "announced":
+        new_ctx = handoff.context
+        if handoff.announced:
             target = new_ctx.agent
-            line = target.return_greeting if returning and target.return_greeting else target.greeting
+            line = handoff_line(target, handoff.returning)
             if line:
                 await self.emit(StateChange(self.session_id, state="speaking", agent=target.name))
                 await self.emit(
@@ -846,25 +762,8 @@ class Conversation:
             return new_ctx, True
         return new_ctx, False
 
-    async def _record_tool(
-        self, agent: str, call: ToolCallRequest, value: Any, ok: bool, duration: float, content: str
-    ) -> None:
+    async def add_turn(self, turn: Turn) -> None:
+        """Append to the history, in memory and in the store."""
         assert self.state is not None
-        try:
-            args = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError:
-            args = {"_raw": call.arguments}
-        await self.emit(
-            ToolCall(
-                self.session_id,
-                name=call.name,
-                arguments=args if isinstance(args, dict) else {},
-                result=value,
-                ok=ok,
-                duration_ms=round(duration, 2),
-                agent=agent,
-            )
-        )
-        turn = Turn(role="tool", content=content, agent=agent, tool_name=call.name)
         self.history.append(turn)
         await self.store.append_turn(self.state, turn)

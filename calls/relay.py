@@ -1,0 +1,52 @@
+"""Channel-layer groups that carry a session's server messages to dashboards on any worker.
+
+Groups: ``dashboard`` (every session) and ``session.<id>`` (one session). Audio chunks are heavy
+(50 per second per conversation), so they go only to the per-session group and only while a
+dashboard follows that session with ``audio=1``: the follower marks the session in the shared
+cache (TTL refreshed while it is connected) and the sender checks the mark at most once a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from typing import Any
+
+from django.core.cache import cache
+
+ALL_GROUP = "dashboard"
+_GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
+AUDIO_FLAG = "relay:audio:{}"
+AUDIO_FLAG_TTL = 60
+
+
+def session_group(session_id: str) -> str:
+    """A valid channel-layer group name for a session (ids may hold ':' which groups may not)."""
+    if _GROUP_SAFE.match(session_id):
+        return f"session.{session_id}"
+    return "session.h" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+
+
+def relay_event(message: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "relay.message", "message": message}
+
+
+class AudioRelayFlag:
+    """Whether some dashboard wants this session's audio (checked at most once a second)."""
+
+    def __init__(self, session_id: str):
+        self.key = AUDIO_FLAG.format(session_id)
+        self._checked = 0.0
+        self._value = False
+
+    async def wanted(self) -> bool:
+        now = time.monotonic()
+        if now - self._checked >= 1.0:
+            self._checked = now
+            self._value = bool(await cache.aget(self.key))
+        return self._value
+
+
+async def mark_audio_wanted(session_id: str) -> None:
+    await cache.aset(AUDIO_FLAG.format(session_id), 1, AUDIO_FLAG_TTL)

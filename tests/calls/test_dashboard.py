@@ -1,0 +1,78 @@
+"""Dashboard relay: one session or all sessions, end-conversation close, read-only socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from channels.auth import AuthMiddlewareStack
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from voiceagent.routing import websocket_urlpatterns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+
+
+def msg(type_, **payload) -> str:
+    return json.dumps({"type": type_, "payload": payload})
+
+
+async def open_ws(path):
+    comm = WebsocketCommunicator(APP, path)
+    assert (await comm.connect())[0]
+    return comm
+
+
+async def collect(comm, predicate, timeout=5.0):
+    seen = []
+    async with asyncio.timeout(timeout):
+        while True:
+            m = json.loads(await comm.receive_from(timeout))
+            seen.append(m)
+            if predicate(m):
+                return seen
+
+
+async def test_dashboard_follows_one_session_and_all(fake_runtime):
+    everything = await open_ws("/api/v1/browser/dashboard/relay")
+    only_a = await open_ws("/api/v1/browser/dashboard/relay?session_id=sess-a")
+    for comm in (everything, only_a):
+        assert json.loads(await comm.receive_from())["payload"]["name"] == "relay_connected"
+    browser_a = await open_ws("/api/v1/browser/conversation?session_id=sess-a")
+    browser_b = await open_ws("/api/v1/browser/conversation?session_id=sess-b")
+    await browser_a.send_to(text_data=msg("text", text="hello from a"))
+    await browser_b.send_to(text_data=msg("text", text="hello from b"))
+    seen_a = await collect(only_a, lambda m: m["type"] == "transcript")
+    assert seen_a[-1]["payload"]["text"] == "hello from a" and seen_a[-1]["session_id"] == "sess-a"
+    assert seen_a[0]["payload"]["name"] == "session_started"
+    texts = set()
+    await collect(
+        everything,
+        lambda m: m["type"] == "transcript" and texts.add(m["payload"]["text"]) is None and len(texts) == 2,
+    )
+    assert texts == {"hello from a", "hello from b"}
+    await asyncio.sleep(0.2)
+    assert not any(json.loads(f)["session_id"] == "sess-b" for f in await drain(only_a))
+    await everything.send_to(text_data="anything")
+    reply = json.loads(await everything.receive_from())
+    while reply["type"] != "error":
+        reply = json.loads(await everything.receive_from())
+    assert reply["payload"]["code"] == "read_only"
+    for comm in (browser_a, browser_b, everything, only_a):
+        await comm.disconnect()
+
+
+async def drain(comm):
+    frames = []
+    while not await comm.receive_nothing(0.05):
+        frames.append(await comm.receive_from())
+    return frames
+
+
+async def test_dashboard_bad_session_id(fake_runtime):
+    comm = await open_ws("/api/v1/browser/dashboard/relay?session_id=no%20spaces")
+    out = await comm.receive_output(2)
+    assert out["type"] == "websocket.close" and out["code"] == 1008

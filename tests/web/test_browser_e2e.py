@@ -1,0 +1,99 @@
+"""The web page in real headless Chromium (system package), driven by Playwright, with a fake
+microphone playing a WAV spoken by espeak-ng, against the real service on the offline providers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import wave
+from pathlib import Path
+
+import pytest
+from servers import ROOT, base_env, free_port, migrate, start, wait_http
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+
+
+def spoken_wav(path: Path, text: str, lead_s: float = 1.0, tail_s: float = 5.0) -> Path:
+    raw = path.with_suffix(".raw.wav")
+    subprocess.run(["espeak-ng", "-s", "160", "-w", str(raw), text], check=True)
+    with wave.open(str(raw)) as src:
+        params, frames = src.getparams(), src.readframes(src.getnframes())
+    silence = lambda s: bytes(int(params.framerate * s) * params.sampwidth)  # noqa: E731
+    with wave.open(str(path), "wb") as out:
+        out.setparams(params)
+        out.writeframes(silence(lead_s) + frames + silence(tail_s))
+    return path
+
+
+@pytest.fixture
+def service(tmp_path):
+    env = base_env(tmp_path, STT_POOL_SIZE="1", TTS_POOL_SIZE="2", LOG_LEVEL="INFO")
+    migrate(env)
+    port = free_port()
+    proc = start("uvicorn", port, env, tmp_path / "server.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=40, status=200)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp_path / "server.log", ARTIFACTS / "server.log")
+
+
+def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    assert Path(CHROMIUM).exists(), "chromium is missing: scripts/test installs it (apt package chromium)"
+    wav = spoken_wav(tmp_path / "caller.wav", "i lost my card please help")
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={wav}",
+            "--autoplay-policy=no-user-gesture-required"])
+        page = browser.new_page()
+        console: list[str] = []
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        try:
+            page.goto(service + "/")
+            expect(page.locator("#scenario option[value=banking]")).to_have_count(1)
+            page.select_option("#scenario", "banking")
+            page.get_by_label("Voice processing (echo cancellation)").uncheck()  # clean synthetic input
+            page.get_by_role("button", name="Start microphone").click()
+            expect(page.locator("#session")).not_to_have_text("–", timeout=10_000)
+            expect(page.locator("#transcript li.user").first).to_contain_text("i lost my", timeout=30_000)
+            expect(page.locator("#activity li.handoff").first).to_contain_text("concierge → auth_agent",
+                                                                              timeout=15_000)
+            expect(page.locator("#transcript li.agent").filter(has_text="auth_agent")).not_to_have_count(0)
+            expect(page.locator("#agent")).to_have_text("auth_agent")
+            page.wait_for_function("window.__voice.received.audio > 0 && window.__voice.chunksPlayed > 0",
+                                   timeout=15_000)
+            assert page.get_by_role("button", name="Stop microphone").get_attribute("aria-pressed") == "true"
+            page.screenshot(path=str(ARTIFACTS / "conversation.png"), full_page=True)
+            # keyboard: typed input through the text box
+            page.locator("#text").focus()
+            page.keyboard.type("what is my balance")
+            page.keyboard.press("Enter")
+            expect(page.locator("#transcript li.user").filter(has_text="what is my balance")).to_have_count(1)
+
+            dashboard = browser.new_page()
+            dashboard.goto(service + "/dashboard")
+            expect(dashboard.locator("#relay-state")).to_have_text("Connected", timeout=10_000)
+            page.locator("#text").fill("hello again")
+            page.keyboard.press("Enter")
+            expect(dashboard.locator("#feed li").filter(has_text="hello again")).not_to_have_count(0,
+                                                                                                 timeout=10_000)
+            expect(dashboard.locator("#sessions li")).not_to_have_count(0)
+            dashboard.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "failure.png"), full_page=True)
+            (ARTIFACTS / "console.log").write_text("\n".join(console))
+            raise
+        finally:
+            browser.close()

@@ -1,0 +1,162 @@
+/* The conversation page: one WebSocket to /api/v1/browser/conversation, microphone in, agent audio out. */
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { ws: null, mic: null, player: new PcmPlayer(), sessionId: localStorage.getItem("voiceagent.session") || "",
+                agent: "", micOn: false, pendingConfig: null };
+window.__voice = { get chunksPlayed() { return state.player.chunksPlayed; }, received: { audio: 0 }, state };
+
+function line(list, cls, who, text) {
+  const li = document.createElement("li");
+  li.className = cls;
+  if (who) { const span = document.createElement("span"); span.className = "who"; span.textContent = who; li.append(span); }
+  li.append(document.createTextNode(text));
+  list.append(li);
+  list.scrollTop = list.scrollHeight;
+  return li;
+}
+
+function showError(message) { $("error").textContent = message || ""; }
+
+function connect() {
+  const ws = new WebSocket(wsUrl("/api/v1/browser/conversation", { session_id: state.sessionId }));
+  ws.binaryType = "arraybuffer";
+  state.ws = ws;
+  ws.onopen = () => {
+    showError("");
+    send("config", { scenario: $("scenario").value || undefined, mode: $("mode").value,
+                     sample_rate: 16000, output_sample_rate: 24000 });
+  };
+  ws.onmessage = (e) => handle(JSON.parse(e.data));
+  ws.onclose = (e) => {
+    $("state").textContent = "disconnected";
+    if (e.code !== 1000 && e.reason) showError(`Connection closed (${e.code}): ${e.reason}`);
+    state.ws = null;
+    if (state.micOn) stopMic();
+  };
+}
+
+function send(type, payload) {
+  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify({ type, payload }));
+}
+
+let responseLine = null;
+function handle(m) {
+  const p = m.payload || {};
+  switch (m.type) {
+    case "audio":
+      window.__voice.received.audio++;
+      state.player.play(b64ToInt16(p.data), p.sample_rate);
+      break;
+    case "transcript":
+      if (p.final) { $("interim").textContent = ""; line($("transcript"), "user", "You", p.text); responseLine = null; }
+      else $("interim").textContent = p.text + " …";
+      break;
+    case "response":
+      if (!p.final) {
+        if (!responseLine) responseLine = line($("transcript"), "agent", p.agent, "");
+        responseLine.lastChild.textContent += p.text;
+      } else {
+        if (responseLine) responseLine.lastChild.textContent = p.text;
+        else line($("transcript"), "agent", p.agent, p.text);
+        responseLine = null;
+      }
+      setAgent(p.agent);
+      break;
+    case "event": onEvent(p, m); break;
+    case "audio_levels":
+      $("meter-in").value = p.input; $("meter-out").value = p.output;
+      break;
+    case "error": showError(`${p.code}: ${p.message}`); break;
+  }
+}
+
+function setAgent(name) { if (name) { state.agent = name; $("agent").textContent = name; } }
+
+function onEvent(p, m) {
+  switch (p.name) {
+    case "session_started":
+      state.sessionId = m.session_id;
+      localStorage.setItem("voiceagent.session", state.sessionId);
+      $("session").textContent = state.sessionId;
+      break;
+    case "session_ended":
+      line($("activity"), "", "", `Session ended: ${p.reason || ""}`);
+      break;
+    case "state":
+      $("state").textContent = p.state; setAgent(p.agent);
+      break;
+    case "barge_in":
+      state.player.stop(); responseLine = null;
+      line($("activity"), "", "", "You interrupted the agent");
+      break;
+    case "handoff":
+      line($("activity"), "handoff", "", `Handoff ${p.from} → ${p.to} (${p.type})`);
+      setAgent(p.to);
+      break;
+    case "tool_call": {
+      const call = p.tool_call || p;
+      line($("activity"), "", "", `Tool ${call.name}(${JSON.stringify(call.args)}) in ${Math.round(call.duration_ms)} ms`);
+      break;
+    }
+  }
+}
+
+async function startMic() {
+  if (!state.ws) connect();
+  state.player.ensure();  // a user gesture unlocks playback
+  state.mic = new MicCapture((buffer) => {
+    if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(buffer);
+  }, 16000, 20, $("processing").checked);
+  try { await state.mic.start(); }
+  catch (e) { showError(`Microphone unavailable: ${e.message}`); state.mic = null; return; }
+  state.micOn = true;
+  send("control", { action: "start" });
+  $("mic").textContent = "Stop microphone"; $("mic").setAttribute("aria-pressed", "true");
+}
+
+async function stopMic() {
+  state.micOn = false;
+  if (state.mic) await state.mic.stop();
+  state.mic = null;
+  $("mic").textContent = "Start microphone"; $("mic").setAttribute("aria-pressed", "false");
+}
+
+async function loadScenarios() {
+  try {
+    const body = await apiGet("/api/v1/scenarios");
+    const select = $("scenario");
+    select.innerHTML = "";
+    for (const s of body.scenarios) {
+      const option = document.createElement("option");
+      option.value = s.name; option.textContent = `${s.name} — ${s.description || s.start_agent}`.slice(0, 90);
+      select.append(option);
+    }
+    const saved = localStorage.getItem("voiceagent.scenario");
+    if (saved && [...select.options].some((o) => o.value === saved)) select.value = saved;
+  } catch (e) { showError(`Could not load scenarios: ${e.message}`); }
+}
+
+$("mic").addEventListener("click", () => (state.micOn ? stopMic() : startMic()));
+$("reset").addEventListener("click", () => {
+  state.player.stop();
+  $("transcript").innerHTML = ""; $("activity").innerHTML = ""; $("interim").textContent = "";
+  if (state.ws) send("control", { action: "reset" });
+});
+$("scenario").addEventListener("change", () => {
+  localStorage.setItem("voiceagent.scenario", $("scenario").value);
+  send("config", { scenario: $("scenario").value });
+});
+$("mode").addEventListener("change", () => send("config", { mode: $("mode").value }));
+$("apikey").value = apiKey();
+$("apikey").addEventListener("change", () => { localStorage.setItem("voiceagent.apikey", $("apikey").value); loadScenarios(); });
+$("text-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const text = $("text").value.trim();
+  if (!text) return;
+  if (!state.ws) { connect(); state.ws.addEventListener("open", () => send("text", { text }), { once: true }); }
+  else send("text", { text });
+  state.player.ensure();
+  $("text").value = "";
+});
+loadScenarios();
