@@ -12,7 +12,12 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from agents_app.catalog import builtin_tool_names, catalog, template_variables_allowed
+from agents_app.catalog import (
+    agent_tool_names,
+    catalog,
+    mcp_server_names,
+    template_variables_allowed,
+)
 from agents_app.definitions import validate_agent_fields, validate_scenario
 from agents_app.models import (
     AGENT_FIELDS,
@@ -57,7 +62,8 @@ class AgentForm(forms.ModelForm):
         problems = validate_agent_fields(
             data,
             file="admin",
-            known_tools=builtin_tool_names(),
+            known_tools=agent_tool_names(),
+            tool_prefixes=mcp_server_names(),
             handoff_triggers=triggers,
             allowed_variables=template_variables_allowed(name, catalog.scenarios.values()),
         )

@@ -169,6 +169,26 @@ def template_variables_allowed(agent_name: str, scenarios: Iterable[ScenarioSpec
     return set(SESSION_VARIABLES).union(*(s.agent_defaults.keys() for s in scenarios))
 
 
+def mcp_server_names() -> set[str]:
+    """MCP servers an agent may name (bare, for all their tools, or as ``<server>_<tool>`` prefix):
+    the ``MCP_ENABLED_SERVERS`` and the servers added at runtime, whether connected yet or not."""
+    names = set(settings.CONFIG.MCP_ENABLED_SERVERS)
+    from django.db import DatabaseError
+
+    from mcp_app.models import McpServer
+
+    try:
+        names.update(McpServer.objects.values_list("name", flat=True))
+    except DatabaseError as exc:  # table missing before migrations: env servers only
+        logger.debug("runtime MCP servers unknown: %s", exc)
+    return names
+
+
+def agent_tool_names() -> set[str]:
+    """Every name an agent's ``tools`` list may hold (handoff triggers are checked separately)."""
+    return builtin_tool_names() | mcp_server_names()
+
+
 def builtin_tool_names() -> set[str]:
     """Registered tools that agents may list (handoff tools are derived from agents)."""
     import agents_app.builtin_tools  # noqa: F401  (registers the built-in tools)
@@ -179,7 +199,8 @@ def builtin_tool_names() -> set[str]:
 # --- files -> database -----------------------------------------------------------------------
 def sync_files(root: Path = FIXTURES_ROOT) -> LoadResult:
     """Load the definition files and upsert them (startup step 5). Returns what was loaded."""
-    result = load_definitions(root, builtin_tool_names(), tool_prefixes=settings.CONFIG.MCP_ENABLED_SERVERS)
+    servers = mcp_server_names()
+    result = load_definitions(root, builtin_tool_names() | servers, tool_prefixes=servers)
     for problem in result.problems:
         log = logger.error if problem.level == "error" else logger.warning
         log("definition problem: %s", problem)

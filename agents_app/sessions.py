@@ -92,7 +92,9 @@ def _ensure_session_row(session_id: str, scenario: str = "", transport: str | No
     """One existence check per session and process, not one per turn."""
     if session_id in _known_sessions:
         return
-    Session.objects.get_or_create(session_id=session_id, defaults={"scenario": scenario, "transport": transport})
+    Session.objects.get_or_create(
+        session_id=session_id, defaults={"scenario": scenario, "transport": transport}
+    )
     if len(_known_sessions) > 100_000:
         _known_sessions.clear()
     _known_sessions.add(session_id)

@@ -16,8 +16,10 @@ from agents_app import serializers as s
 from agents_app import sessions
 from agents_app.catalog import (
     agent_record,
+    agent_tool_names,
     builtin_tool_names,
     catalog,
+    mcp_server_names,
     scenario_from_record,
     scenario_record,
     spec_from_values,
@@ -133,7 +135,8 @@ class AgentListView(APIView):
         spec, problems = parse_agent(
             data,
             file="request",
-            known_tools=builtin_tool_names(),
+            known_tools=agent_tool_names(),
+            tool_prefixes=mcp_server_names(),
             handoff_triggers=triggers,
             source="session",
             session_id=session_id,

@@ -159,4 +159,7 @@ def install(cycle: Lifecycle) -> None:
     register_check("auth_configuration", _auth_check)
     register_check("telephony", _telephony_check)
     register_check("agents", _agents_check)
+    import mcp_app.lifecycle
+
+    mcp_app.lifecycle.install(cycle)
     cycle.load_plugins(settings.CONFIG.LIFECYCLE_PLUGINS)

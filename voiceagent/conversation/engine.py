@@ -85,10 +85,13 @@ class AgentDirectory(Protocol):
 def resolve_tools(
     agent: AgentSpec, handoff_map: HandoffMap, registry: ToolRegistry, agents: dict[str, AgentSpec]
 ) -> list[ToolSpec]:
-    """The tools an agent may call: registered ones, plus handoff tools derived from the scenario."""
-    specs = registry.specs_for(agent.tools)
+    """The tools an agent may call: registered ones (a bare MCP server name brings all its tools),
+    plus handoff tools derived from the scenario. Resolved every turn, so a removed server's tools
+    stop being offered from the next turn."""
+    names = registry.expand_names(agent.tools)
+    specs = registry.specs_for(names)
     have = {s.name for s in specs}
-    missing = [n for n in agent.tools if n not in have and handoff_map.is_handoff_tool(n)]
+    missing = [n for n in names if n not in have and handoff_map.is_handoff_tool(n)]
     if missing:
         derived = {s.name: s for s in handoff_tool_specs(agents)}
         specs += [derived[n] for n in missing if n in derived]

@@ -679,6 +679,31 @@ class ToolRegistry:
                 result.append(spec)
         return result
 
+    def expand_names(self, names: Iterable[str]) -> list[str]:
+        """An agent's tool list with each bare server name (MCP) replaced by all of that server's tools.
+
+        A registered tool name wins over a server of the same name; unknown names stay (callers
+        skip or report them). Order is kept, duplicates dropped.
+        """
+        tools = self._tools
+        by_server: dict[str, list[str]] | None = None
+        result: list[str] = []
+        seen: set[str] = set()
+        for name in names:
+            expanded = [name]
+            if name not in tools:
+                if by_server is None:
+                    by_server = {}
+                    for spec in tools.values():
+                        if spec.server:
+                            by_server.setdefault(spec.server, []).append(spec.name)
+                expanded = by_server.get(name, [name])
+            for item in expanded:
+                if item not in seen:
+                    seen.add(item)
+                    result.append(item)
+        return result
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 

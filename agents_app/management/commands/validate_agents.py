@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents_app.catalog import FIXTURES_ROOT, builtin_tool_names
+from agents_app.catalog import FIXTURES_ROOT, builtin_tool_names, mcp_server_names
 from agents_app.definitions import load_definitions
 
 
@@ -17,10 +17,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, root: Path, **options):
-        from django.conf import settings
 
         result = load_definitions(
-            root, builtin_tool_names(), tool_prefixes=settings.CONFIG.MCP_ENABLED_SERVERS
+            root, builtin_tool_names() | mcp_server_names(), tool_prefixes=mcp_server_names()
         )
         for problem in result.problems:
             self.stdout.write(str(problem))
