@@ -150,6 +150,7 @@ def install(cycle: Lifecycle) -> None:
     cycle.register("speech", "stt-pool", stop=runtime.stop_stt)  # the two pools shut down in parallel
     cycle.register("speech", "tts-pool", stop=runtime.stop_tts)
     cycle.register("aoai", "chat-provider", start=runtime.start_chat, stop=runtime.stop_chat)
+    cycle.register("aoai", "realtime-client", stop=runtime.stop_realtime)
     cycle.register("warmup", "providers", start=lambda: runtime.warmup(cycle.warmup_results))
     register_check("llm", runtime.llm_check)
     register_check("speech", runtime.speech_check)

@@ -383,14 +383,34 @@ VARIABLES: tuple[Var, ...] = (
         group="realtime",
     ),
     # --- browser transport ----------------------------------------------------------------------
-    V("BROWSER_MAX_CONNECTIONS", "200", _int(1, 100000),
-      "Concurrent browser conversations per process; more are refused with close code 1013", group="browser"),
-    V("BROWSER_MAX_MESSAGE_BYTES", "262144", _int(1024, 16 * 1024 * 1024),
-      "Largest WebSocket message accepted; larger ones close the socket with 1009", group="browser"),
-    V("BROWSER_MAX_MESSAGES_PER_SECOND", "100", _int(1, 10000),
-      "Messages per second per browser socket; more close it with 1008", group="browser"),
-    V("BROWSER_IDLE_TIMEOUT_S", "300", _float(5, 86400),
-      "A browser conversation with no message for this long ends cleanly", group="browser"),
+    V(
+        "BROWSER_MAX_CONNECTIONS",
+        "200",
+        _int(1, 100000),
+        "Concurrent browser conversations per process; more are refused with close code 1013",
+        group="browser",
+    ),
+    V(
+        "BROWSER_MAX_MESSAGE_BYTES",
+        "262144",
+        _int(1024, 16 * 1024 * 1024),
+        "Largest WebSocket message accepted; larger ones close the socket with 1009",
+        group="browser",
+    ),
+    V(
+        "BROWSER_MAX_MESSAGES_PER_SECOND",
+        "100",
+        _int(1, 10000),
+        "Messages per second per browser socket; more close it with 1008",
+        group="browser",
+    ),
+    V(
+        "BROWSER_IDLE_TIMEOUT_S",
+        "300",
+        _float(5, 86400),
+        "A browser conversation with no message for this long ends cleanly",
+        group="browser",
+    ),
     # --- MCP ------------------------------------------------------------------------------------
     V(
         "MCP_ENABLED_SERVERS",

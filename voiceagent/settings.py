@@ -95,8 +95,11 @@ def _database(url: str | None) -> dict:
     """Django DATABASES entry from ``DATABASE_URL`` (sqlite:///path or postgres://...)."""
     if not url:
         (BASE_DIR / "var").mkdir(exist_ok=True)
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "var" / "voiceagent.sqlite3",
-                "OPTIONS": SQLITE_OPTIONS}
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": BASE_DIR / "var" / "voiceagent.sqlite3",
+            "OPTIONS": SQLITE_OPTIONS,
+        }
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":  # sqlite:///relative.db or sqlite:////absolute/path.db
         path = unquote(parsed.path)[1:]

@@ -12,8 +12,9 @@ def register(cycle) -> None:
 
     async def swap() -> str:
         runtime.stt = ScriptedSTT(["hello there"] * 1_000_000, interim_after=10**9)
-        runtime.tts = InstantTTS(sample_rate=24000, ms_per_word=int(os.environ.get("BENCH_MS_PER_WORD", "300")),
-                                 chunk_ms=100)  # TTS services deliver ~100 ms chunks
+        runtime.tts = InstantTTS(
+            sample_rate=24000, ms_per_word=int(os.environ.get("BENCH_MS_PER_WORD", "300")), chunk_ms=100
+        )  # TTS services deliver ~100 ms chunks
         runtime.chat = ScriptedChat(default="Sure thing.")
         return "benchmark: instant scripted providers"
 

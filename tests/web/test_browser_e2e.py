@@ -52,11 +52,23 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={wav}",
-            "--autoplay-policy=no-user-gesture-required"])
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--use-fake-ui-for-media-stream",
+                "--use-fake-device-for-media-stream",
+                f"--use-file-for-fake-audio-capture={wav}",
+                "--autoplay-policy=no-user-gesture-required",
+            ],
+        )
         page = browser.new_page()
         console: list[str] = []
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
@@ -68,12 +80,14 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
             page.get_by_role("button", name="Start microphone").click()
             expect(page.locator("#session")).not_to_have_text("–", timeout=10_000)
             expect(page.locator("#transcript li.user").first).to_contain_text("i lost my", timeout=30_000)
-            expect(page.locator("#activity li.handoff").first).to_contain_text("concierge → auth_agent",
-                                                                              timeout=15_000)
+            expect(page.locator("#activity li.handoff").first).to_contain_text(
+                "concierge → auth_agent", timeout=15_000
+            )
             expect(page.locator("#transcript li.agent").filter(has_text="auth_agent")).not_to_have_count(0)
             expect(page.locator("#agent")).to_have_text("auth_agent")
-            page.wait_for_function("window.__voice.received.audio > 0 && window.__voice.chunksPlayed > 0",
-                                   timeout=15_000)
+            page.wait_for_function(
+                "window.__voice.received.audio > 0 && window.__voice.chunksPlayed > 0", timeout=15_000
+            )
             assert page.get_by_role("button", name="Stop microphone").get_attribute("aria-pressed") == "true"
             page.screenshot(path=str(ARTIFACTS / "conversation.png"), full_page=True)
             # keyboard: typed input through the text box
@@ -87,8 +101,9 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
             expect(dashboard.locator("#relay-state")).to_have_text("Connected", timeout=10_000)
             page.locator("#text").fill("hello again")
             page.keyboard.press("Enter")
-            expect(dashboard.locator("#feed li").filter(has_text="hello again")).not_to_have_count(0,
-                                                                                                 timeout=10_000)
+            expect(dashboard.locator("#feed li").filter(has_text="hello again")).not_to_have_count(
+                0, timeout=10_000
+            )
             expect(dashboard.locator("#sessions li")).not_to_have_count(0)
             dashboard.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         except Exception:

@@ -290,8 +290,9 @@ class Conversation:
         self.close_reason = reason
         if self._pending is not None:
             await self._commit(self._take_pending(), self.loop_time())
+        current = asyncio.current_task()  # close() may run inside the response task (end_conversation)
         for task in [self._response_task, self._input_task, self._dtmf_task, self._commit_task, *self._tasks]:
-            if task is not None and not task.done():
+            if task is not None and not task.done() and task is not current:
                 task.cancel()
         if self._utterance is not None and self._utterance.task is not None:
             self._utterance.task.cancel()

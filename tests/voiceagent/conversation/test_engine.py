@@ -305,3 +305,29 @@ async def test_odd_input_is_harmless(bad):
         await h.conv.push_text("   ")
         await asyncio.sleep(0.02)
         assert h.conv.closed is False
+
+
+async def test_end_conversation_closes_with_a_store_that_really_awaits():
+    """close() runs inside the response task: it must not cancel itself half way (regression)."""
+    from voiceagent.conversation.session import InMemorySessionStore
+    from voiceagent.conversation.tools import tool_spec_from_function
+
+    class AwaitingStore(InMemorySessionStore):
+        async def save(self, state):
+            await asyncio.sleep(0)
+            await super().save(state)
+
+    async def end_conversation(ctx) -> dict:
+        """End the call."""
+        ctx.memory["conversation_ended"] = True
+        return {"ended": True}
+
+    h = Harness(script=[[("end_conversation", {})], "Goodbye!"], texts=["bye"])
+    h.conv.store = h.store = AwaitingStore()
+    async with h:
+        h.registry.register(tool_spec_from_function(end_conversation))
+        h.directory.agents["front"] = AgentSpec(**{**AGENTS[0].__dict__, "tools": ("end_conversation",)})
+        await h.idle()
+        h.speak()
+        await h.until(lambda h: h.conv.closed and h.conv.channel.closed)
+    assert h.kinds()[-1] == "State(ended)"

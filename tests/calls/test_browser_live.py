@@ -1,0 +1,57 @@
+"""The browser transport in live mode (`config.mode = "live"`): the same wire messages, driven by the
+realtime voice API (the local peer through the real openai client)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from channels.auth import AuthMiddlewareStack
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from realtime_peer import RealtimePeer, Say
+
+from voiceagent.llm.realtime import OpenAIRealtimeClient
+from voiceagent.routing import websocket_urlpatterns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+
+
+async def until(comm, predicate, timeout=8.0):
+    import asyncio
+
+    seen = []
+    async with asyncio.timeout(timeout):
+        while True:
+            m = json.loads(await comm.receive_from(timeout))
+            seen.append(m)
+            if predicate(m):
+                return seen
+
+
+async def test_live_mode_over_the_browser_socket(fake_runtime):
+    with RealtimePeer(api_key="rt-key") as peer:
+        fake_runtime.__dict__["_realtime_client"] = OpenAIRealtimeClient(
+            "gpt-realtime", api_key="rt-key", base_url=f"{peer.url}/v1", connect_timeout=3
+        )
+        peer.push(Say("Your card is blocked."))
+        comm = WebsocketCommunicator(APP, "/api/v1/browser/conversation")
+        assert (await comm.connect())[0]
+        await comm.receive_from()
+        await comm.send_to(
+            text_data=json.dumps({"type": "config", "payload": {"scenario": "banking", "mode": "live"}})
+        )
+        await comm.send_to(text_data=json.dumps({"type": "control", "payload": {"action": "start"}}))
+        greeting = await until(comm, lambda m: m["type"] == "response" and m["payload"]["final"])
+        assert greeting[-1]["payload"]["agent"] == "concierge"
+        await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "block my card"}}))
+        seen = await until(
+            comm,
+            lambda m: m["type"] == "response" and m["payload"]["final"] and "blocked" in m["payload"]["text"],
+        )
+        assert any(m["type"] == "audio" for m in seen + greeting)
+        sessions = [c for c in peer.connections]
+        assert sessions and sessions[0].path.endswith("/realtime")
+        await comm.disconnect()
+    await fake_runtime.stop_realtime()
