@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -301,6 +302,7 @@ class Catalog:
         self._checked_at = 0.0
         self._lock = threading.Lock()
         self.loaded = False
+        self.watching = False
 
     def reload(self) -> None:
         """Rebuild from the database (sync: call from a thread in async code)."""
@@ -325,13 +327,35 @@ class Catalog:
         register_handoff_tools(REGISTRY, {a.name: a for a in agents.values()})
 
     def ensure_current(self) -> None:
-        """Reload when another worker (or this one) bumped the shared version; cheap to call often."""
+        """Reload when another worker (or this one) bumped the shared version; cheap to call often.
+
+        While :meth:`watch` runs (inside the server), it does the checking in the background and
+        this returns at once, so resolving an agent on the event loop does no I/O."""
+        if self.watching and self.loaded:
+            return
         now = time.monotonic()
         if self.loaded and now - self._checked_at < CHECK_EVERY_S:
             return
         self._checked_at = now
         if not self.loaded or cache.get(VERSION_KEY, 0) != self.version:
             self.reload()
+
+    async def watch(self, interval: float = CHECK_EVERY_S) -> None:
+        """Background task of the server: follow the shared version, reload when it changes."""
+        from agents_app.sessions import db_call
+
+        self.watching = True
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    version = await db_call(cache.get, VERSION_KEY, 0)
+                    if version != self.version:
+                        await db_call(self.reload)
+                except Exception as exc:  # a cache or database hiccup: try again next time
+                    logger.warning("catalog refresh failed: %s", exc)
+        finally:
+            self.watching = False
 
     def bump(self) -> None:
         """Tell every worker that agents or scenarios changed, then reload here."""

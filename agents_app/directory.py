@@ -81,4 +81,6 @@ class CatalogDirectory:
         )
 
     async def context(self, state: SessionState, agent_name: str | None = None) -> TurnContext:
+        if catalog.watching and catalog.loaded:  # everything is in memory: no thread hop per turn
+            return self.resolve(state, agent_name)
         return await db_call(self.resolve, state, agent_name)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 import uuid
+import weakref
 from typing import Any
 
 from django.conf import settings
@@ -196,6 +197,91 @@ def _public_memory(memory: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+class HistoryWriter:
+    """Writes history rows in the background, in order, batched: off every conversation's hot path.
+
+    A turn is queued the moment it is final and written within milliseconds; the conversation does
+    not wait for the database (with SQLite all writes share one thread). ``flush()`` waits until
+    everything queued is written (conversation close, shutdown). The queue is bounded: when the
+    database falls 10 000 rows behind, producers wait instead of dropping history.
+    """
+
+    def __init__(self, maxsize: int = 10_000):
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize)
+        self.task: asyncio.Task | None = None
+
+    async def put(self, item: tuple) -> None:
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run(), name="history-writer")
+        await self.queue.put(item)
+
+    async def flush(self) -> None:
+        if self.task is not None and not self.task.done():
+            await self.queue.join()
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            while not self.queue.empty() and len(batch) < 500:
+                batch.append(self.queue.get_nowait())
+            try:
+                await db_call(write_batch, batch)
+            except Exception:  # report; the rows of this batch are lost, the writer keeps going
+                logger.exception("history write failed for %d row(s)", len(batch))
+            finally:
+                for _ in batch:
+                    self.queue.task_done()
+
+
+_writers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def history_writer() -> HistoryWriter:
+    """The writer of the running event loop."""
+    loop = asyncio.get_running_loop()
+    writer = _writers.get(loop)
+    if writer is None:
+        writer = _writers[loop] = HistoryWriter()
+    return writer
+
+
+def write_batch(batch: list[tuple]) -> None:
+    """Write queued ("turn", session, turn, scenario, transport) / ("handoff", session, event) rows."""
+    turns = []
+    records = []
+    for item in batch:
+        if item[0] == "turn":
+            _, session_id, turn, scenario, transport = item
+            _ensure_session_row(session_id, scenario, transport)
+            turns.append(
+                HistoryTurn(
+                    session_id=session_id,
+                    role=turn.role,
+                    content=turn.content,
+                    agent=turn.agent,
+                    tool_name=turn.tool_name,
+                    at=turn.at,
+                )
+            )
+        else:
+            _, session_id, event = item
+            _ensure_session_row(session_id)
+            records.append(
+                HandoffRecord(
+                    session_id=session_id,
+                    from_agent=event.from_agent,
+                    to_agent=event.to_agent,
+                    type=event.type,
+                    at=event.at,
+                )
+            )
+    if turns:
+        HistoryTurn.objects.bulk_create(turns)
+        Session.objects.filter(session_id__in={t.session_id for t in turns}).update(last_activity_at=_now())
+    if records:
+        HandoffRecord.objects.bulk_create(records)
+
+
 class DjangoSessionStore:
     """The engine's session store: cache state + database history, never blocking the loop."""
 
@@ -206,16 +292,21 @@ class DjangoSessionStore:
         await db_call(save_state, state)
 
     async def append_turn(self, state: SessionState, turn: Turn) -> None:
-        await db_call(write_turn, state.session_id, turn, state.scenario, state.transport)
+        await history_writer().put(("turn", state.session_id, turn, state.scenario, state.transport))
 
     async def record_handoff(self, state: SessionState, event: HandoffEvent) -> None:
         state.handoffs.append(
             {"from": event.from_agent, "to": event.to_agent, "type": event.type, "at": event.at}
         )
         await db_call(save_state, state)
-        await db_call(write_handoff, state.session_id, event)
+        await history_writer().put(("handoff", state.session_id, event))
+
+    async def flush(self) -> None:
+        """Wait until queued history is written."""
+        await history_writer().flush()
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]:
+        await history_writer().flush()  # read your own writes
         rows = await db_call(history, session_id, limit)
         return [
             Turn(

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 from channels.consumer import get_handler_name
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agents_app.sessions import db_call
+from calls.asgi_ws import LeanWebSocket
 from calls.relay import ALL_GROUP, AudioRelayFlag, relay_event, session_group
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
@@ -120,7 +120,7 @@ class LeanDispatchMixin:
         await handler(message)
 
 
-class BrowserConversationConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
+class BrowserConversationConsumer(LeanWebSocket):
     transport = "browser"
 
     async def connect(self) -> None:

@@ -52,6 +52,9 @@ async def start_core() -> str:
 
 async def stop_core() -> None:
     await appconfig().stop_timer()
+    from agents_app.sessions import history_writer
+
+    await history_writer().flush()  # history queued by conversations reaches the database
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
@@ -107,8 +110,23 @@ def _load_agents() -> str:
     return note
 
 
+_watch_task: asyncio.Task | None = None
+
+
 async def start_agents() -> str:
-    return await asyncio.to_thread(_load_agents)
+    from agents_app.catalog import catalog
+    from agents_app.sessions import db_call
+
+    global _watch_task
+    note = await db_call(_load_agents)
+    _watch_task = asyncio.get_running_loop().create_task(catalog.watch(), name="catalog-watch")
+    return note
+
+
+async def stop_agents() -> None:
+    if _watch_task is not None:
+        _watch_task.cancel()
+        await asyncio.gather(_watch_task, return_exceptions=True)
 
 
 def _agents_check() -> tuple[str, str]:
@@ -154,7 +172,7 @@ def install(cycle: Lifecycle) -> None:
     cycle.register("warmup", "providers", start=lambda: runtime.warmup(cycle.warmup_results))
     register_check("llm", runtime.llm_check)
     register_check("speech", runtime.speech_check)
-    cycle.register("agents", "definitions", start=start_agents)
+    cycle.register("agents", "definitions", start=start_agents, stop=stop_agents)
     cycle.register("events", "tool-registry", start=start_tools)
     register_check("cache", _cache_roundtrip)
     register_check("auth_configuration", _auth_check)

@@ -60,6 +60,7 @@ def test_state_round_trips_through_redis_and_history_survives_restart(tmp_path):
             await store.save(state)
             reply = Turn(role="assistant", content="Let me verify you.", agent="auth_agent")
             await store.append_turn(state, reply)
+            await store.flush()  # what a conversation's close() does
         asyncio.run(main())
     """,
         env,

@@ -299,6 +299,8 @@ class Conversation:
         if self.state is not None:
             with contextlib.suppress(Exception):
                 await self.store.save(self.state)
+            with contextlib.suppress(Exception):
+                await self.store.flush()
         self.channel.put_nowait(StateChange(self.session_id, state="ended", agent=self._agent_name()))
         self.channel.close()
         logger.info("conversation closed: %s", reason)

@@ -338,6 +338,8 @@ class LiveConversation:
         if self.state is not None:
             with contextlib.suppress(Exception):
                 await self.store.save(self.state)
+            with contextlib.suppress(Exception):
+                await self.store.flush()
         self.channel._append(StateChange(self.session_id, state="ended", agent=self._agent_name()))
         self.channel.close()
         logger.info("live conversation closed: %s", reason)

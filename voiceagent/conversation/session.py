@@ -81,6 +81,8 @@ class SessionStore(Protocol):
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]: ...
 
+    async def flush(self) -> None: ...  # wait until queued history is durable
+
 
 class InMemorySessionStore:
     """Process-local store for tests and benchmarks."""
@@ -109,3 +111,6 @@ class InMemorySessionStore:
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]:
         turns = self.turns.get(session_id, [])
         return list(turns[-limit:] if limit else turns)
+
+    async def flush(self) -> None:
+        return None

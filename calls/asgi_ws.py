@@ -1,0 +1,77 @@
+"""A minimal ASGI WebSocket endpoint for high-rate audio sockets.
+
+Channels' ``AsyncWebsocketConsumer`` creates a task and runs ``asyncio.wait`` for every inbound
+message (``await_many_dispatch``) and closes old DB connections in a thread per message; at 50
+audio frames a second per caller that was most of the server's per-frame cost. An audio socket
+receives only from its client (it publishes to channel-layer groups but never consumes from
+one), so it needs none of that: this class reads the ASGI events directly and offers the same
+small surface (``connect``/``receive``/``disconnect`` hooks, ``accept``, ``send``, ``close``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+
+class LeanWebSocket:
+    def __init__(self, scope: dict, receive, send):
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+        self.channel_layer = get_channel_layer()
+        self._closed = False
+
+    @classmethod
+    def as_asgi(cls):
+        async def app(scope, receive, send) -> None:
+            await cls(scope, receive, send).run()
+
+        app.consumer_class = cls  # type: ignore[attr-defined]
+        return app
+
+    async def run(self) -> None:
+        while True:
+            message: dict[str, Any] = await self._receive()
+            kind = message["type"]
+            if kind == "websocket.receive":
+                await self.receive(text_data=message.get("text"), bytes_data=message.get("bytes"))
+            elif kind == "websocket.connect":
+                await self.connect()
+            elif kind == "websocket.disconnect":
+                await self.disconnect(message.get("code", 1000))
+                return
+
+    # --- hooks ---------------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        await self.accept()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        return None
+
+    async def disconnect(self, code: int) -> None:
+        return None
+
+    # --- actions -------------------------------------------------------------------------------------
+    async def accept(self, subprotocol: str | None = None) -> None:
+        await self._send({"type": "websocket.accept", "subprotocol": subprotocol})
+
+    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self._closed:
+            return
+        message = (
+            {"type": "websocket.send", "text": text_data}
+            if text_data is not None
+            else {"type": "websocket.send", "bytes": bytes_data}
+        )
+        try:
+            await self._send(message)
+        except OSError:  # the client went away mid-send (uvicorn's ClientDisconnected): stop sending
+            self._closed = True
+
+    async def close(self, code: int | None = None, reason: str | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._send({"type": "websocket.close", "code": code or 1000, "reason": reason or ""})
