@@ -35,6 +35,9 @@ VOICE = (np.sin(2 * np.pi * 220 * _t) * 6000 + np.sin(2 * np.pi * 660 * _t) * 30
 NOISE = (np.random.default_rng(1).standard_normal(N) * 30).astype("<i2").tobytes()
 
 
+by_turn: dict[int, list[float]] = {}
+
+
 async def client(url: str, turns: int, rng: random.Random, lat: list[float], errors: list[str]) -> None:
     loop = asyncio.get_running_loop()
     await asyncio.sleep(rng.uniform(0, 2))
@@ -50,6 +53,7 @@ async def client(url: str, turns: int, rng: random.Random, lat: list[float], err
                 m = json.loads(raw)
                 if m["type"] == "audio" and state["turn_end"] is not None and not first_audio.is_set():
                     lat.append((loop.time() - state["turn_end"]) * 1000)
+                    by_turn.setdefault(state["turn"], []).append(lat[-1])
                     first_audio.set()
                 elif m["type"] == "error":
                     errors.append(m["payload"]["code"])
@@ -68,7 +72,8 @@ async def client(url: str, turns: int, rng: random.Random, lat: list[float], err
         await ws.send(json.dumps({"type": "control", "payload": {"action": "start"}}))
         for _ in range(100):  # 2 s for the greeting to play
             await frame(NOISE)
-        for _ in range(turns):
+        for t in range(turns):
+            state["turn"] = t
             first_audio.clear()
             state["turn_end"] = None
             for _ in range(rng.randint(20, 50)):
@@ -131,6 +136,8 @@ def main() -> None:
                 "p99_ms": round(q[98], 2),
                 "max_ms": round(max(lat), 2) if lat else None,
                 "errors": len(errors),
+                "p99_ms_by_turn": {t: round(max(v) if len(v) < 2 else statistics.quantiles(v, n=100)[98], 1)
+                                   for t, v in sorted(by_turn.items())},
                 "target": "p50<=10 p99<=40",
                 "server": "uvicorn, 1 worker, instant providers, real VAD/engine/transport",
                 "client": "another process on the same machine",
