@@ -136,8 +136,10 @@ def main() -> None:
                 "p99_ms": round(q[98], 2),
                 "max_ms": round(max(lat), 2) if lat else None,
                 "errors": len(errors),
-                "p99_ms_by_turn": {t: round(max(v) if len(v) < 2 else statistics.quantiles(v, n=100)[98], 1)
-                                   for t, v in sorted(by_turn.items())},
+                "p99_ms_by_turn": {
+                    t: round(max(v) if len(v) < 2 else statistics.quantiles(v, n=100)[98], 1)
+                    for t, v in sorted(by_turn.items())
+                },
                 "target": "p50<=10 p99<=40",
                 "server": "uvicorn, 1 worker, instant providers, real VAD/engine/transport",
                 "client": "another process on the same machine",

@@ -44,6 +44,7 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
+import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -317,6 +318,11 @@ def main() -> None:
     parser.add_argument("--peer-processes", type=int, default=1)
     parser.add_argument("--peer-nice", type=int, default=10, help="scheduling niceness of the peer process")
     parser.add_argument(
+        "--asyncio-loop",
+        action="store_true",
+        help="run on the stdlib asyncio loop instead of uvloop",
+    )
+    parser.add_argument(
         "--gc-freeze",
         action="store_true",
         help="gc.freeze() once the sessions are up (a server start-up tuning)",
@@ -326,7 +332,9 @@ def main() -> None:
     for kind in [k.strip() for k in args.clients.split(",") if k.strip()]:
         peer, port = start_peer(args.peer_processes, args.peer_nice)
         try:
-            results[kind] = asyncio.run(run_client(kind, port, args.sessions, args.seconds, args.gc_freeze))
+            coro = run_client(kind, port, args.sessions, args.seconds, args.gc_freeze)
+            # uvicorn runs the service on uvloop: measure on the same loop (--asyncio-loop: stdlib)
+            results[kind] = asyncio.run(coro) if args.asyncio_loop else uvloop.run(coro)
         finally:
             peer.terminate()
             try:
@@ -348,6 +356,7 @@ def main() -> None:
                 "input_rate": RATE,
                 "peer": f"separate process x{args.peer_processes}, nice {args.peer_nice}",
                 "gc_freeze": args.gc_freeze,
+                "loop": "asyncio" if args.asyncio_loop else "uvloop",
                 "cpus": os.cpu_count(),
                 "target_p99_ms": target,
                 "clients": results,
