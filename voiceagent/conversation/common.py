@@ -9,12 +9,14 @@ each call's output to its model.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from voiceagent.conversation.events import Event, Handoff, ToolCall
+from voiceagent.conversation.events import Event, Handoff, StateChange, ToolCall
 from voiceagent.conversation.providers import ToolCallRequest
 from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, HandoffSpec, VoiceSpec
@@ -200,3 +202,22 @@ async def record_tool(
         )
     )
     await host.add_turn(Turn(role="tool", content=content, agent=agent, tool_name=call.name))
+
+
+def cancel_other_tasks(tasks) -> None:
+    """Cancel ``tasks`` except the running one (close() may run inside a conversation's own task)."""
+    current = asyncio.current_task()
+    for task in tasks:
+        if task is not None and task is not current and not task.done():
+            task.cancel()
+
+
+async def end_session(conv) -> None:
+    """The common end of a conversation: state saved, history flushed, ``ended`` emitted, stream closed."""
+    if conv.state is not None:
+        with contextlib.suppress(Exception):
+            await conv.store.save(conv.state)
+        with contextlib.suppress(Exception):
+            await conv.store.flush()
+    conv.channel._append(StateChange(conv.session_id, state="ended", agent=conv._agent_name()))
+    conv.channel.close()

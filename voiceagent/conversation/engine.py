@@ -26,7 +26,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from voiceagent.conversation.common import agent_voice, handoff_line, open_session, run_tool_round
+from voiceagent.conversation.common import (
+    agent_voice,
+    cancel_other_tasks,
+    end_session,
+    handoff_line,
+    open_session,
+    run_tool_round,
+)
 from voiceagent.conversation.events import (
     AgentResponse,
     Audio,
@@ -290,28 +297,23 @@ class Conversation:
         self.close_reason = reason
         if self._pending is not None:
             await self._commit(self._take_pending(), self.loop_time())
-        current = asyncio.current_task()  # close() may run inside the response task (end_conversation)
-        for task in [self._response_task, self._input_task, self._dtmf_task, self._commit_task, *self._tasks]:
-            if task is not None and not task.done() and task is not current:
-                task.cancel()
-        if self._utterance is not None and self._utterance.task is not None:
-            self._utterance.task.cancel()
-        if self.state is not None:
-            with contextlib.suppress(Exception):
-                await self.store.save(self.state)
-            with contextlib.suppress(Exception):
-                await self.store.flush()
-        self.channel.put_nowait(StateChange(self.session_id, state="ended", agent=self._agent_name()))
-        self.channel.close()
+        utterance_task = self._utterance.task if self._utterance is not None else None
+        cancel_other_tasks(
+            [
+                self._response_task,
+                self._input_task,
+                self._dtmf_task,
+                self._commit_task,
+                utterance_task,
+                *self._tasks,
+            ]
+        )
+        await end_session(self)
         logger.info("conversation closed: %s", reason)
 
-    async def events(self) -> AsyncIterator[Event]:
+    def events(self) -> AsyncIterator[Event]:
         """The event stream; ends when the conversation closes."""
-        while True:
-            event = await self.channel.get()
-            if event is None:
-                return
-            yield event
+        return self.channel.stream()
 
     # --- input ----------------------------------------------------------------------------------
     def push_audio(self, pcm: bytes, sample_rate: int = 16000) -> bool:

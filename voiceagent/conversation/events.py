@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +147,14 @@ class EventChannel:
         if len(self._items) < self.maxsize:
             self._writable.set()
         return event
+
+    async def stream(self) -> AsyncIterator[Event]:
+        """Every event until the channel is closed and drained."""
+        while True:
+            event = await self.get()
+            if event is None:
+                return
+            yield event
 
     def purge(self, predicate: Callable[[Event], bool]) -> int:
         """Remove queued events matching ``predicate``; returns how many."""

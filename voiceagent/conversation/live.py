@@ -50,6 +50,8 @@ from typing import Any
 
 from voiceagent.conversation.common import (
     agent_voice,
+    cancel_other_tasks,
+    end_session,
     handoff_line,
     open_session,
     run_tool_round,
@@ -325,32 +327,19 @@ class LiveConversation:
             now = self.loop_time()
             for item in list(self._open_items):
                 self._commit_item(item, now)
-        current = asyncio.current_task()
-        for task in [self._reader, self._writer, self._tool_task, self._dtmf_task, *self._tasks]:
-            if task is not None and task is not current and not task.done():
-                task.cancel()
+        cancel_other_tasks([self._reader, self._writer, self._tool_task, self._dtmf_task, *self._tasks])
         if self.connection is not None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(self.config.close_timeout_s):
                     await self.connection.close()
         if self._persist_tail is not None:
             await asyncio.wait([self._persist_tail], timeout=self.config.close_timeout_s)
-        if self.state is not None:
-            with contextlib.suppress(Exception):
-                await self.store.save(self.state)
-            with contextlib.suppress(Exception):
-                await self.store.flush()
-        self.channel._append(StateChange(self.session_id, state="ended", agent=self._agent_name()))
-        self.channel.close()
+        await end_session(self)
         logger.info("live conversation closed: %s", reason)
 
-    async def events(self) -> AsyncIterator[Event]:
+    def events(self) -> AsyncIterator[Event]:
         """The event stream; ends when the conversation closes."""
-        while True:
-            event = await self.channel.get()
-            if event is None:
-                return
-            yield event
+        return self.channel.stream()
 
     # --- input ------------------------------------------------------------------------------------------
     def push_audio(self, pcm: bytes, sample_rate: int = 16000) -> bool:
