@@ -29,11 +29,20 @@ if [ ! -x .venv/bin/python ]; then
   echo "==> creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.requirements.sha
-want=$(cat requirements.txt requirements-dev.txt 2>/dev/null | sha256sum | cut -d' ' -f1)
+# Reinstall only when the pinned requirements changed (a stamp per set: runtime, runtime+dev).
+files="requirements.txt${INSTALL_DEV:+ requirements-dev.txt}"
+stamp=".venv/.requirements${INSTALL_DEV:+-dev}.sha"
+want=$(cat $files | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> installing Python packages"
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt ${INSTALL_DEV:+-r requirements-dev.txt} 2>&1 \
-    | grep -v "^WARNING: Location" || true
-  [ -n "${INSTALL_DEV:-}" ] && echo "$want" > "$stamp"
+  for f in $files; do args="${args:-} -r $f"; done
+  log=$(mktemp)
+  if ! .venv/bin/pip install -q --disable-pip-version-check $args > "$log" 2>&1; then
+    grep -v "^WARNING: Location" "$log" >&2 || true
+    echo "==> pip install failed" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  echo "$want" > "$stamp"
 fi
+exit 0
