@@ -14,11 +14,22 @@ pytestmark = pytest.mark.slow
 
 def test_scripts_run_starts_the_service(tmp_path):
     port = free_port()
-    env = {**os.environ, "PORT": str(port), "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
-           "STT_POOL_SIZE": "1", "TTS_POOL_SIZE": "1"}
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
+        "STT_POOL_SIZE": "1",
+        "TTS_POOL_SIZE": "1",
+    }
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    proc = subprocess.Popen(["bash", "scripts/run"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "scripts/run"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240  # a first run may install packages
         body = None
