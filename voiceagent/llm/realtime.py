@@ -373,22 +373,8 @@ class VoiceLiveClient:
         secrets = (self._api_key or "",)
         options: dict[str, Any] = {"api_version": self.api_version} if self.api_version else {}
         manager = connect(endpoint=self.endpoint, credential=credential, model=self.model, **options)
-        try:
-            async with asyncio.timeout(self.connect_timeout):
-                raw = await manager.__aenter__()
-        except TimeoutError:
-            raise RealtimeError(
-                f"VoiceLive did not accept the connection within {self.connect_timeout:g}s"
-            ) from None
-        except Exception as exc:
-            raise _connect_error("VoiceLive", exc, secrets) from None
-        conn = _VoiceLiveConnection(raw, secrets)
-        try:
-            await conn.update_session(session)
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
+        raw = await _enter("VoiceLive", manager.__aenter__(), self.connect_timeout, secrets)
+        return await _configured(_VoiceLiveConnection(raw, secrets), session)
 
     async def close(self) -> None:
         if self._owns_credential and self._credential is not None:
@@ -533,22 +519,8 @@ class OpenAIRealtimeClient:
             model=self.model,
             websocket_connection_options={"open_timeout": self.connect_timeout},
         )
-        try:
-            async with asyncio.timeout(self.connect_timeout):
-                raw = await manager.enter()
-        except TimeoutError:
-            raise RealtimeError(
-                f"OpenAI realtime did not accept the connection within {self.connect_timeout:g}s"
-            ) from None
-        except Exception as exc:
-            raise _connect_error("OpenAI realtime", exc, secrets) from None
-        conn = _OpenAIConnection(raw, secrets)
-        try:
-            await conn.update_session(session)
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
+        raw = await _enter("OpenAI realtime", manager.enter(), self.connect_timeout, secrets)
+        return await _configured(_OpenAIConnection(raw, secrets), session)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -588,6 +560,27 @@ def _connect_error(label: str, exc: BaseException, secrets: tuple[str, ...]) -> 
         text = text[: _MAX_MESSAGE - 3] + "..."
     detail = f"HTTP {status}" if status is not None else text
     return RealtimeError(f"{label}: connection failed ({detail})")
+
+
+async def _enter(label: str, opening, timeout: float, secrets: tuple[str, ...]):
+    """Await an SDK's connection opening within ``timeout``; failures as :class:`RealtimeError`."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await opening
+    except TimeoutError:
+        raise RealtimeError(f"{label} did not accept the connection within {timeout:g}s") from None
+    except Exception as exc:
+        raise _connect_error(label, exc, secrets) from None
+
+
+async def _configured(conn, session: SessionConfig):
+    """Send the first ``session.update``; a connection that cannot take it is closed, not leaked."""
+    try:
+        await conn.update_session(session)
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
 
 
 def _setting(config: Mapping[str, Any], name: str) -> Any:
