@@ -20,10 +20,11 @@ Two figures per 20 ms frame, measured in-process with ``time.perf_counter``:
 
 Frames whose samples the resampler holds back for a later append would not be timed from their
 own push; ``in_held_frames`` counts them (0 with the live engine's cubic upsampling, which hands
-out every frame's samples at once). Target: p99 <= 2 ms for both. The first 2 s after the last
-conversation started are not counted
-(connection set-up). Event-loop lag (a 10 ms ticker's oversleep) is reported for context. Prints
-one JSON line.
+out every frame's samples at once). ``in_direct_share`` is the share of appends written from
+``push_audio``'s own stack (the writer task was idle); the rest waited in the writer's queue and
+include that wait. Target: p99 <= 2 ms for both. The first 2 s after the last conversation
+started are not counted (connection set-up). Event-loop lag (a 10 ms ticker's oversleep) is
+reported for context. Prints one JSON line.
 
     .venv/bin/python bench/bench_live_relay.py [--sessions 200] [--seconds 20] [--clients voicelive,openai]
 """
@@ -72,6 +73,7 @@ class Stats:
         self.counting = False
         self.errors = 0
         self.held = 0
+        self.direct = 0
         self.barge_ins = 0
 
 
@@ -80,7 +82,8 @@ class Probe:
 
     def __init__(self, stats: Stats):
         self.stats = stats
-        self.pushes: deque[float] = deque()
+        self.pushes: deque[float] = deque()  # push times of appends not yet on the socket, in order
+        self.sent = 0  # appends sent
         self.delta_received = 0.0  # receipt time of the audio delta being handled
         self.audio_received: dict[int, float] = {}  # Audio.seq -> receipt time of its delta
 
@@ -101,6 +104,7 @@ class InstrumentedClient:
         async def timed_send_json(text: str):
             await send_json(text)
             if text.startswith(APPEND_HEAD) and probe.pushes:
+                probe.sent += 1
                 pushed = probe.pushes.popleft()
                 if probe.stats.counting:
                     probe.stats.inbound.append((time.perf_counter() - pushed) * 1000)
@@ -141,13 +145,17 @@ class Caller:
     def push(self) -> None:
         pcm = TONE if self.frame % self.CYCLE < self.SPEECH else SILENCE
         self.frame += 1
-        before = len(self.audio_out)
-        pushed = time.perf_counter()
+        probe, queued = self.probe, len(self.audio_out)
+        sent = probe.sent
+        probe.pushes.append(time.perf_counter())
         self.conv.push_audio(pcm, RATE)
-        if len(self.audio_out) > before:
-            self.probe.pushes.append(pushed)
-        elif self.stats.counting:
-            self.stats.held += 1  # the resampler kept this frame's samples for a later append
+        if probe.sent > sent:
+            if self.stats.counting:
+                self.stats.direct += 1  # written to the socket inside push_audio
+        elif len(self.audio_out) == queued:  # neither sent nor queued: kept for a later append
+            probe.pushes.pop()
+            if self.stats.counting:
+                self.stats.held += 1
 
 
 async def pacer(slots: list[list[Caller]], end_at: float) -> None:
@@ -271,6 +279,7 @@ async def run_client(kind: str, port: int, sessions: int, seconds: float, gc_fre
         "in_p50_ms": pct(stats.inbound, 50),
         "in_p99_ms": pct(stats.inbound, 99),
         "in_held_frames": stats.held,
+        "in_direct_share": round(stats.direct / max(1, len(stats.inbound)), 3),
         "out_samples": len(stats.outbound),
         "out_p50_ms": pct(stats.outbound, 50),
         "out_p99_ms": pct(stats.outbound, 99),

@@ -28,7 +28,7 @@ from django.conf import settings
 
 from agents_app.sessions import db_call
 from calls.asgi_ws import LeanWebSocket
-from calls.relay import ALL_GROUP, AudioRelayFlag, relay_event, session_group
+from calls.relay import AudioRelayFlag, publish
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import ENDED_BY_AGENT
@@ -388,16 +388,13 @@ class BrowserConversationConsumer(LeanWebSocket):
             raise ClientError("unknown_scenario", "no scenario to start: send config {scenario} first")
         self.scenario = scenario
         try:
-            if self.mode == "live" and hasattr(runtime, "new_conversation_for"):
-                conversation = runtime.new_conversation_for(
-                    "live", self.session_id, scenario, transport="browser", agent=self.agent
-                )
-            elif self.mode == "live":
-                raise ClientError("live_unavailable", "live (speech-to-speech) mode is not available")
-            else:
-                conversation = runtime.new_conversation(
-                    self.session_id, scenario, transport="browser", agent=self.agent
-                )
+            conversation = runtime.new_conversation_for(
+                runtime.conversation_mode("browser", self.mode),
+                self.session_id,
+                scenario,
+                transport="browser",
+                agent=self.agent,
+            )
             await conversation.start()
         except ClientError:
             raise
@@ -522,20 +519,12 @@ class BrowserConversationConsumer(LeanWebSocket):
             return
         message = envelope(self.session_id, type_, payload)
         await self.send(text_data=json.dumps(message, default=str))
-        if self.channel_layer is None:
+        if type_ == "audio":
+            if self.channel_layer is not None and await self.audio_flag.wanted():
+                await publish(self.channel_layer, message, dashboards=False)
             return
-        try:
-            event = relay_event(message)
-            if type_ == "audio":
-                if await self.audio_flag.wanted():
-                    await self.channel_layer.group_send(session_group(self.session_id), event)
-                return
-            await self.channel_layer.group_send(session_group(self.session_id), event)
-            if type_ == "audio_levels":  # meters are for whoever follows this session
-                return
-            await self.channel_layer.group_send(ALL_GROUP, event)
-        except Exception as exc:  # the relay must never break the conversation
-            logger.warning("dashboard relay failed: %s", exc)
+        # meters are for whoever follows this session; everything else goes to every dashboard too
+        await publish(self.channel_layer, message, dashboards=type_ != "audio_levels")
 
     async def _close(self, code: int, reason: str) -> None:
         if self.closing:

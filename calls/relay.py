@@ -9,11 +9,14 @@ cache (TTL refreshed while it is connected) and the sender checks the mark at mo
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from typing import Any
 
 from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
 
 ALL_GROUP = "dashboard"
 _GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
@@ -50,3 +53,17 @@ class AudioRelayFlag:
 
 async def mark_audio_wanted(session_id: str) -> None:
     await cache.aset(AUDIO_FLAG.format(session_id), 1, AUDIO_FLAG_TTL)
+
+
+async def publish(channel_layer, message: dict[str, Any], *, dashboards: bool = True) -> None:
+    """A session's server message to the dashboards following it (and to every dashboard when
+    ``dashboards``). The relay must never break a conversation: failures are logged, not raised."""
+    if channel_layer is None:
+        return
+    event = relay_event(message)
+    try:
+        await channel_layer.group_send(session_group(message["session_id"]), event)
+        if dashboards:
+            await channel_layer.group_send(ALL_GROUP, event)
+    except Exception as exc:
+        logger.warning("dashboard relay failed: %s", exc)

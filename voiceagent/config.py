@@ -352,6 +352,21 @@ VARIABLES: tuple[Var, ...] = (
     ),
     V("CLOUD_REALTIME_VOICE_MODEL", None, _str, "Realtime voice model", group="realtime"),
     V(
+        "REALTIME_PROVIDER",
+        "auto",
+        _choice("auto", "voicelive", "openai"),
+        "Live-mode provider: `auto` picks Azure VoiceLive (CLOUD_REALTIME_VOICE_ENDPOINT), then the "
+        "OpenAI Realtime API (OPENAI_API_KEY or OPENAI_BASE_URL); there is no offline one",
+        group="realtime",
+    ),
+    V(
+        "OPENAI_REALTIME_MODEL",
+        "gpt-realtime",
+        _str,
+        "OpenAI Realtime model when CLOUD_REALTIME_VOICE_MODEL is not set",
+        group="realtime",
+    ),
+    V(
         "CLOUD_REALTIME_VOICE_API_KEY",
         None,
         _str,
@@ -380,6 +395,13 @@ VARIABLES: tuple[Var, ...] = (
         _str,
         "When set, AudioHook request signatures must verify (base64)",
         secret=True,
+        group="realtime",
+    ),
+    V(
+        "CONTACTCENTER_MAX_SESSIONS",
+        "200",
+        _int(1, 10000),
+        "AudioHook sessions per worker process; beyond it a new session is disconnected (reason error)",
         group="realtime",
     ),
     # --- browser transport ----------------------------------------------------------------------

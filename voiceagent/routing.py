@@ -3,6 +3,7 @@
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.urls import path, re_path
 
+from bridge.consumer import AudioHookConsumer
 from calls.browser import BrowserConversationConsumer
 from calls.dashboard import DashboardRelayConsumer
 
@@ -18,5 +19,6 @@ class UnknownPathConsumer(AsyncWebsocketConsumer):
 websocket_urlpatterns = [
     path("api/v1/browser/conversation", BrowserConversationConsumer.as_asgi()),
     path("api/v1/browser/dashboard/relay", DashboardRelayConsumer.as_asgi()),
+    path("api/v1/contactcenter/stream", AudioHookConsumer.as_asgi()),
     re_path(r"", UnknownPathConsumer.as_asgi()),
 ]

@@ -209,6 +209,24 @@ class Runtime:
             config=config or self.live_config(),
         )
 
+    def conversation_mode(self, transport: str, requested: str | None = None) -> str:
+        """Which engine runs a transport's conversation: ``"cascade"`` or ``"live"``.
+
+        The spec fixes it per transport: the contact-center bridge always uses the realtime voice API;
+        phone calls follow ``TELEPHONY_STREAMING_MODE`` (``VOICE_LIVE`` -> live; ``MEDIA`` and
+        ``TRANSCRIPTION`` run the cascade); the browser gets what its ``config`` asked for.
+        """
+        if transport == "contactcenter":
+            return "live"
+        if transport == "phone":
+            return "live" if settings.CONFIG.TELEPHONY_STREAMING_MODE == "VOICE_LIVE" else "cascade"
+        if transport == "browser":
+            mode = (requested or "cascade").strip().lower()
+            if mode not in ("cascade", "live"):
+                raise ValueError(f"conversation mode {requested!r} is not one of cascade, live")
+            return mode
+        raise ValueError(f"unknown transport {transport!r} (browser, phone, contactcenter)")
+
     def new_conversation_for(
         self, mode: str, session_id: str, scenario: str, *, transport: str, agent: str | None = None
     ):

@@ -16,6 +16,7 @@ api_v1 = [
     path("appconfig/refresh", health.AppConfigRefreshView.as_view(), name="appconfig-refresh"),
     path("", include("agents_app.urls")),
     path("", include("calls.urls")),
+    path("", include("bridge.urls")),
     path("", include("mcp_app.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

@@ -30,19 +30,25 @@ async def until(comm, predicate, timeout=8.0):
                 return seen
 
 
+async def start_live() -> WebsocketCommunicator:
+    """A browser socket that asked for a live conversation of the banking scenario."""
+    comm = WebsocketCommunicator(APP, "/api/v1/browser/conversation")
+    assert (await comm.connect())[0]
+    await comm.receive_from()
+    await comm.send_to(
+        text_data=json.dumps({"type": "config", "payload": {"scenario": "banking", "mode": "live"}})
+    )
+    await comm.send_to(text_data=json.dumps({"type": "control", "payload": {"action": "start"}}))
+    return comm
+
+
 async def test_live_mode_over_the_browser_socket(fake_runtime):
     with RealtimePeer(api_key="rt-key") as peer:
         fake_runtime.__dict__["_realtime_client"] = OpenAIRealtimeClient(
             "gpt-realtime", api_key="rt-key", base_url=f"{peer.url}/v1", connect_timeout=3
         )
         peer.push(Say("Your card is blocked."))
-        comm = WebsocketCommunicator(APP, "/api/v1/browser/conversation")
-        assert (await comm.connect())[0]
-        await comm.receive_from()
-        await comm.send_to(
-            text_data=json.dumps({"type": "config", "payload": {"scenario": "banking", "mode": "live"}})
-        )
-        await comm.send_to(text_data=json.dumps({"type": "control", "payload": {"action": "start"}}))
+        comm = await start_live()
         greeting = await until(comm, lambda m: m["type"] == "response" and m["payload"]["final"])
         assert greeting[-1]["payload"]["agent"] == "concierge"
         await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "block my card"}}))
@@ -55,3 +61,20 @@ async def test_live_mode_over_the_browser_socket(fake_runtime):
         assert sessions and sessions[0].path.endswith("/realtime")
         await comm.disconnect()
     await fake_runtime.stop_realtime()
+
+
+async def test_live_mode_without_a_realtime_api_is_a_clear_error(fake_runtime, settings):
+    """No realtime API configured (no offline one exists): the start fails with a reason, the socket
+    stays open and the cascade still works on it."""
+    from voiceagent.config import load_config
+
+    fake_runtime.__dict__.pop("_realtime_client", None)
+    settings.CONFIG = load_config({})  # nothing realtime configured
+    comm = await start_live()
+    error = (await until(comm, lambda m: m["type"] == "error"))[-1]["payload"]
+    assert error["code"] == "start_failed" and "realtime voice API" in error["message"]
+    await comm.send_to(text_data=json.dumps({"type": "config", "payload": {"mode": "cascade"}}))
+    await comm.send_to(text_data=json.dumps({"type": "control", "payload": {"action": "start"}}))
+    greeting = await until(comm, lambda m: m["type"] == "response" and m["payload"]["final"])
+    assert greeting[-1]["payload"]["agent"] == "concierge"
+    await comm.disconnect()

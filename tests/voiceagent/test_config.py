@@ -128,6 +128,11 @@ def test_readme_table_is_current():
         ({"MCP_ENABLED_SERVERS": "a", "MCP_REQUIRED_SERVERS": "a,b"}, "MCP_REQUIRED_SERVERS names b"),
         ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL='LOUD' is invalid"),
         ({"CLOUD_LLM_ENDPOINT": "https://x.openai.azure.com"}, "CLOUD_LLM_DEPLOYMENT is required"),
+        (
+            {"REALTIME_PROVIDER": "pigeon"},
+            "REALTIME_PROVIDER='pigeon' is invalid: accepts one of auto, voicelive, openai",
+        ),
+        ({"TELEPHONY_STREAMING_MODE": "video"}, "TELEPHONY_STREAMING_MODE='video' is invalid"),
     ],
 )
 def test_invalid_values_name_the_variable(env, needle):

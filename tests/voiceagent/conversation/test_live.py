@@ -4,6 +4,7 @@ realtime peer (tests/support/realtime_peer.py): exact event sequences, as in tes
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 
 import numpy as np
@@ -116,8 +117,15 @@ class LiveHarness:
         await asyncio.sleep(0.05)
 
     async def turn(self) -> None:
+        """The caller says something and the agent has answered: the peer must have heard the
+        utterance (a final transcript) before "idle" means anything, however loaded the machine."""
+        heard = len([e for e in self.events if e.kind == "Transcript" and e.final])
         self.speak()
-        await asyncio.sleep(0.05)
+        await self.until(
+            lambda h: (
+                h.conv.closed or len([e for e in h.events if e.kind == "Transcript" and e.final]) > heard
+            )
+        )
         await self.idle()
 
     def kinds(self) -> list[str]:
@@ -302,6 +310,9 @@ async def test_barge_in_cancels_truncates_and_drops_late_audio(kind, peer):
             h.conv.push_audio(TONE, RATE)
         await h.until(lambda h: h.of("StopAudio"))
         stop = h.of("StopAudio")[0]
+        # the cancelled response is over before the caller's next words are heard (the peer may
+        # otherwise transcribe them before it reports the cancel: an order no caller can notice)
+        await h.until(lambda h: h.kinds()[h.kinds().index("StopAudio") :][1:2] == ["State(listening)"])
         h.speak(speech_frames=5)
         await h.idle()
         assert h.conv.late_deltas_dropped >= 2
@@ -344,6 +355,119 @@ async def test_barge_in_is_synchronous(kind, peer):
         assert any(e.kind == "StopAudio" for e in h.conv.channel._items) or h.of("StopAudio")
         assert not [e for e in h.conv.channel._items if e.kind == "Audio"]
         await h.idle()
+
+
+def wrap_socket_send(conn, around) -> list[str]:
+    """Wrap the SDK's own socket send (aiohttp send_str / websockets send); returns the texts sent."""
+    attr = "_send_str" if conn.provider == "voicelive" else "_ws_send"
+    real = getattr(conn, attr)
+    assert real is not None, "the SDK socket send was not found"
+    sent: list[str] = []
+    setattr(conn, attr, around(real, sent))
+    return sent
+
+
+def frame24(value: int) -> bytes:
+    """20 ms at 24 kHz (no resampling, one append), every sample ``value`` (far below the peer's VAD)."""
+    return np.full(480, value, dtype="<i2").tobytes()
+
+
+def appended_value(event: dict) -> int:
+    """The sample value of a ``frame24`` append as the peer received it."""
+    return int(np.frombuffer(base64.b64decode(event["audio"]), dtype="<i2")[0])
+
+
+def appended_values(peer: RealtimePeer) -> list[int]:
+    return [appended_value(e) for e in peer.received("input_audio_buffer.append")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_caller_audio_is_on_the_socket_when_push_audio_returns(kind, peer):
+    """No task hop per frame: an idle conversation writes the append from push_audio's own stack."""
+
+    def recording(real, sent):
+        async def send(text):
+            sent.append(text)
+            await real(text)
+
+        return send
+
+    async with LiveHarness(make_client(kind, peer)) as h:
+        await h.idle()
+        sent = wrap_socket_send(h.conv.connection, recording)
+        for value in (1, 2, 3):
+            assert h.conv.push_audio(frame24(value), 24000)
+            assert len(sent) == value and sent[-1].startswith('{"type": "input_audio_buffer.append"')
+        assert not h.conv._audio_out
+        await h.until(lambda h: len(peer.received("input_audio_buffer.append")) == 3)
+    assert appended_values(peer) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_socket_that_pushes_back_keeps_every_event_in_order(kind, peer):
+    """A direct append that has to wait holds everything after it; control events then go before the
+    caller audio that queued meanwhile, and nothing is lost."""
+    gate = asyncio.get_running_loop().create_future()
+    peer.push(Say("Noted."))
+
+    def held_first(real, sent):
+        async def send(text):
+            sent.append(text)
+            if len(sent) == 1:
+                await gate  # the socket's buffer is full
+            await real(text)
+
+        return send
+
+    async with LiveHarness(make_client(kind, peer)) as h:
+        await h.idle()
+        wrap_socket_send(h.conv.connection, held_first)
+        h.conv.push_audio(frame24(1), 24000)
+        assert h.conv._inflight is not None
+        h.conv.push_audio(frame24(2), 24000)
+        h.conv.push_audio(frame24(3), 24000)
+        assert len(h.conv._audio_out) == 2
+        await h.conv.push_text("hello")
+        await asyncio.sleep(0.05)
+        assert len(peer.received("input_audio_buffer.append")) == 0  # all of it waits for the first
+        gate.set_result(None)
+        await h.until(lambda h: "AgentResponse(front:Noted.)" in h.kinds())
+        await h.idle()
+        h.conv.push_audio(frame24(4), 24000)  # idle again: direct
+        assert h.conv._inflight is None and not h.conv._audio_out
+        await h.until(lambda h: len(peer.received("input_audio_buffer.append")) == 4)
+    after_greeting = [
+        e["type"] + (f":{appended_value(e)}" if e["type"] == "input_audio_buffer.append" else "")
+        for e in peer.received()
+        if e["type"] in ("input_audio_buffer.append", "conversation.item.create", "response.create")
+    ][1:]  # the greeting's response.create
+    assert after_greeting == [
+        "input_audio_buffer.append:1",
+        "conversation.item.create",
+        "response.create",
+        "input_audio_buffer.append:2",
+        "input_audio_buffer.append:3",
+        "input_audio_buffer.append:4",
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_direct_append_that_fails_ends_the_conversation(kind, peer):
+    def broken(real, sent):
+        async def send(text):
+            raise ConnectionResetError("connection reset by peer")
+
+        return send
+
+    async with LiveHarness(make_client(kind, peer)) as h:
+        await h.idle()
+        wrap_socket_send(h.conv.connection, broken)
+        assert h.conv.push_audio(frame24(1), 24000)
+        await h.until(lambda h: h.conv.closed)
+        await asyncio.wait_for(h._reader, 3)
+    assert h.kinds()[-2:] == ["Error(realtime_dropped)", "State(ended)"]
+    assert "send failed" in h.of("Error")[0].message
+    assert h.conv.close_reason == "realtime connection dropped"
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -564,6 +688,38 @@ async def test_runtime_selects_the_engine_by_mode(settings):
     await runtime.stop_realtime()
 
 
+@pytest.mark.parametrize(
+    ("transport", "requested", "streaming_mode", "expected"),
+    [
+        ("contactcenter", None, "MEDIA", "live"),  # the bridge always runs on the realtime voice API
+        ("contactcenter", "cascade", "TRANSCRIPTION", "live"),
+        ("phone", None, "VOICE_LIVE", "live"),
+        ("phone", None, "MEDIA", "cascade"),
+        ("phone", None, "TRANSCRIPTION", "cascade"),
+        ("browser", "live", "MEDIA", "live"),
+        ("browser", None, "VOICE_LIVE", "cascade"),  # the phone setting does not reach the browser
+        ("browser", "LIVE ", "MEDIA", "live"),
+    ],
+)
+def test_each_transport_gets_the_engine_the_spec_gives_it(
+    settings, transport, requested, streaming_mode, expected
+):
+    from voiceagent.config import load_config
+    from voiceagent.runtime import Runtime
+
+    settings.CONFIG = load_config({"TELEPHONY_STREAMING_MODE": streaming_mode})
+    assert Runtime().conversation_mode(transport, requested) == expected
+
+
+def test_unknown_transports_and_modes_are_refused(settings):
+    from voiceagent.runtime import Runtime
+
+    with pytest.raises(ValueError, match="unknown transport 'fax'"):
+        Runtime().conversation_mode("fax")
+    with pytest.raises(ValueError, match="not one of cascade, live"):
+        Runtime().conversation_mode("browser", "telepathy")
+
+
 @pytest.mark.parametrize("rate", [8000, 24000, 48000])
 async def test_caller_audio_at_any_supported_rate_reaches_the_api_at_24k(rate, peer):
     peer.user_says("narrowband")
@@ -577,7 +733,6 @@ async def test_caller_audio_at_any_supported_rate_reaches_the_api_at_24k(rate, p
         for _ in range(15):
             h.conv.push_audio(bytes(n * 2), rate)
         await h.until(lambda h: "AgentResponse(front:Heard you.)" in h.kinds())
-    import base64
 
     appends = [len(base64.b64decode(a["audio"])) for a in peer.received("input_audio_buffer.append")]
     # 25 frames of 20 ms at 24 kHz; downsampling from 48 kHz keeps its filter's tail until more comes

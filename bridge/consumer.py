@@ -1,0 +1,452 @@
+"""The contact-center AudioHook v2 WebSocket (``/api/v1/contactcenter/stream``): a transport adapter.
+
+Wire -> engine: the ``open`` starts a live (speech-to-speech) conversation (the bridge always runs
+on the realtime voice API), binary frames are mu-law 8 kHz caller audio (the external channel of
+the negotiated media), ``dtmf`` digits go to ``push_dtmf``. Engine -> wire: agent audio is
+downsampled to 8 kHz, mu-law encoded and sent in paced 250 ms frames; ``StopAudio`` (barge-in)
+drops what is queued and sends the ``barge_in`` event so the client flushes its playback.
+
+Session lifecycle, as the protocol wants it:
+
+- ``open`` -> the realtime connection is made first (bounded by :data:`OPEN_DEADLINE_S`, the
+  client gives up after 5 s), then ``opened``. If it cannot be made the client gets a
+  ``disconnect`` (reason ``error``) right after its ``open`` and the socket closes.
+- The connection probe (null conversation id) gets ``opened`` and later ``closed``, nothing else.
+- Protocol errors (bad seq, wrong id, oversized or malformed messages) -> ``disconnect`` with
+  reason ``error`` and an ``info``; failed authentication -> reason ``unauthorized``.
+- ``close`` from the client -> ``closed`` and the socket ends; the conversation ends with it.
+- The agent ending the conversation -> ``disconnect`` reason ``completed`` once the last audio
+  has gone out; the realtime API dropping -> reason ``error``.
+
+No text message goes out between ``opened`` and the first ``pong`` (strict clients check the
+sequence there): a barge-in in that window only clears our queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from bridge.auth import authenticate, header_map
+from bridge.protocol import (
+    AudioHookSession,
+    ClientMessage,
+    ProtocolError,
+    is_probe,
+    lenient_close,
+    parse_duration,
+    select_media,
+)
+from calls.asgi_ws import LeanWebSocket
+from calls.browser import envelope, event_payload
+from calls.relay import publish
+from voiceagent.connections import tracker
+from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
+from voiceagent.speech.audio import FrameChunker, MulawStreamEncoder, Pacer, ulaw_decode
+
+logger = logging.getLogger(__name__)
+
+TRANSPORT = "contactcenter"
+SUBPROTOCOL = "audiohook-v2"
+OPEN_DEADLINE_S = 4.0  # the client wants `opened` within 5 s of its `open`
+CLOSE_GRACE_S = 5.0  # after our `disconnect`, how long the client has to send `close`
+CHUNK_MS = 250  # outbound pacing (spec)
+CHUNK_BYTES = 8000 * CHUNK_MS // 1000  # mu-law: one byte per sample
+MAX_QUEUED_CHUNKS = 4 * 120  # two minutes of agent audio waiting to be played; the oldest goes
+MAX_BINARY_BYTES = 64000  # 4 s of stereo mu-law; the client sends ~200 ms frames
+MAX_VARIABLES = 100
+MAX_VARIABLE_CHARS = 2000
+PROMOTED = {
+    "phoneNumber": "caller_phone",
+    "emailAddress": "caller_email",
+    "promptName": "contactcenter_prompt",
+}
+DEFAULT_SCENARIO = "default"
+
+
+class AudioHookConsumer(LeanWebSocket):
+    """One AudioHook session."""
+
+    def __init__(self, scope: dict, receive, send):
+        super().__init__(scope, receive, send)
+        self.protocol: AudioHookSession | None = None
+        self.session_id: str | None = None
+        self.conversation = None
+        self.counted = False
+        self.probe = False
+        self.opened = False  # `opened` sent
+        self.pong_sent = False  # text messages may flow (see the module docstring)
+        self.disconnecting = False
+        self.ended = False
+        self.channel_index, self.channel_count = 0, 1
+        self.frames_in = 0
+        self.frames_ignored = 0
+        self.chunks_dropped = 0
+        self._tasks: list[asyncio.Task] = []
+        # agent audio -> wire
+        self._encoders: dict[int, MulawStreamEncoder] = {}
+        self._chunker = FrameChunker(CHUNK_BYTES)
+        self._outbound: deque[bytes] = deque()
+        self._outbound_ready = asyncio.Event()
+        self._send_paused_until = 0.0  # the client asked us to slow down (error 429, retryAfter)
+
+    # --- connection ---------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        headers = header_map(self.scope.get("headers", []))
+        self.protocol = AudioHookSession(
+            headers.get("audiohook-session-id"), headers.get("audiohook-organization-id")
+        )
+        offered = self.scope.get("subprotocols") or []
+        await self.accept(SUBPROTOCOL if SUBPROTOCOL in offered else None)  # never one it did not offer
+        config = settings.CONFIG
+        result = authenticate(
+            headers,
+            path=(self.scope.get("raw_path") or self.scope.get("path", "").encode()).decode("latin-1"),
+            query_string=self.scope.get("query_string", b"").decode("latin-1"),
+            scheme=self.scope.get("scheme", "ws"),
+            api_key=config.CONTACTCENTER_API_KEY,
+            client_secret=config.CONTACTCENTER_CLIENT_SECRET,
+            require_tls=config.production,
+            trust_forwarded_proto=True,  # as Django's SECURE_PROXY_SSL_HEADER: a TLS proxy in front
+        )
+        if not result.ok:
+            logger.warning("AudioHook connection refused: %s", result.reason)
+            await self._disconnect("unauthorized", result.reason)
+            return
+        if tracker.active_count(TRANSPORT) >= config.CONTACTCENTER_MAX_SESSIONS:
+            logger.warning(
+                "AudioHook connection refused: %d sessions open", config.CONTACTCENTER_MAX_SESSIONS
+            )
+            await self._disconnect("error", "the server is at its session limit; try again later")
+            return
+        tracker.opened(TRANSPORT)
+        self.counted = True
+
+    async def disconnect(self, code: int) -> None:
+        self.disconnecting = True
+        await self._end_conversation(f"socket closed ({code})")
+        for task in self._tasks:
+            task.cancel()
+        if self.counted:
+            self.counted = False
+            tracker.closed(TRANSPORT)
+        if self.session_id and not self.probe and self.opened:
+            await publish(
+                self.channel_layer,
+                envelope(
+                    self.session_id, "event", {"name": "session_ended", "reason": "contact center closed"}
+                ),
+            )
+        logger.info(
+            "AudioHook session %s ended: %d audio frames in, %d ignored, %d outbound chunks dropped",
+            self.session_id or "-",
+            self.frames_in,
+            self.frames_ignored,
+            self.chunks_dropped,
+        )
+
+    # --- inbound ------------------------------------------------------------------------------------
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if bytes_data is not None:
+            await self._on_audio(bytes_data)
+            return
+        if text_data is None or self.protocol is None:
+            return
+        try:
+            message = self.protocol.parse(text_data)
+            if self.disconnecting and message.type != "close":
+                return
+            handler = getattr(self, f"_on_{message.type}", None)
+            if handler is None:
+                logger.info("AudioHook %s: ignoring message type %r", self.session_id, message.type[:40])
+                return
+            await handler(message)
+        except ProtocolError as exc:
+            if self.disconnecting:  # our disconnect is out: only the client's close still matters
+                if (close := lenient_close(text_data)) is not None:
+                    await self._on_close(close)
+                return
+            logger.warning("AudioHook %s: protocol error: %s", self.session_id or "-", exc.info)
+            await self._disconnect(exc.reason, exc.info)
+
+    async def _on_audio(self, data: bytes) -> None:
+        if self.conversation is None or self.disconnecting:
+            self.frames_ignored += 1  # before `opened` (or after the end): nothing to feed
+            return
+        if len(data) > MAX_BINARY_BYTES:
+            info = f"audio frame of {len(data)} bytes exceeds {MAX_BINARY_BYTES}"
+            logger.warning("AudioHook %s: %s", self.session_id, info)
+            await self._disconnect("error", info)
+            return
+        if self.channel_count > 1:  # interleaved per sample in the negotiated channel order
+            usable = len(data) - len(data) % self.channel_count
+            data = data[self.channel_index : usable : self.channel_count]
+        if not data:
+            return  # empty frames are allowed
+        self.frames_in += 1
+        self.conversation.push_audio(ulaw_decode(data).tobytes(), 8000)
+
+    async def _on_open(self, message: ClientMessage) -> None:
+        assert self.protocol is not None
+        params = message.parameters
+        self.protocol.check_open(params)
+        media = select_media(params.get("media"))
+        self.session_id = self.protocol.id
+        if is_probe(params):
+            self.probe = True
+            await self._message("opened", {"media": [media] if media else []})
+            self.opened = True
+            return
+        if media is None:
+            raise ProtocolError(
+                "the bridge takes PCMU at 8000 Hz with the external channel; none was offered"
+            )
+        self.channel_count = len(media["channels"])
+        self.channel_index = media["channels"].index("external")
+        variables = _input_variables(params.get("inputVariables"))
+        try:
+            scenario = await self._prepare_session(variables, params)
+            await self._start_conversation(scenario)
+        except _StartFailed as exc:
+            logger.warning("AudioHook %s could not start: %s", self.session_id, exc)
+            await self._disconnect("error", str(exc))
+            return
+        await self._message("opened", {"media": [media]})
+        self.opened = True
+        await publish(
+            self.channel_layer,
+            envelope(
+                self.session_id,
+                "event",
+                {"name": "session_started", "session_id": self.session_id, "transport": TRANSPORT},
+            ),
+        )
+        loop = asyncio.get_running_loop()
+        self._tasks += [loop.create_task(self._pump()), loop.create_task(self._play())]
+
+    async def _on_ping(self, message: ClientMessage) -> None:
+        await self._message("pong", {})
+        self.pong_sent = True
+
+    async def _on_update(self, message: ClientMessage) -> None:
+        language = message.parameters.get("language")
+        if isinstance(language, str):
+            logger.info("AudioHook %s: language update to %s", self.session_id, language[:20])
+        await self._message("updated", {})
+
+    async def _on_dtmf(self, message: ClientMessage) -> None:
+        digit = message.parameters.get("digit")
+        if not isinstance(digit, str) or digit not in DTMF_DIGITS:
+            raise ProtocolError(f"dtmf digit {str(digit)[:8]!r} is not one of 0-9 * # A-D")
+        if self.conversation is not None:
+            self.conversation.push_dtmf(digit)
+
+    async def _on_close(self, message: ClientMessage) -> None:
+        reason = message.parameters.get("reason")
+        logger.info("AudioHook %s: client closed (%s)", self.session_id, str(reason)[:20])
+        await self._end_conversation("contact center closed the session")
+        await self._message("closed", {})
+        await self.close(1000, "closed")
+
+    async def _on_error(self, message: ClientMessage) -> None:
+        params = message.parameters
+        code = params.get("code")
+        logger.warning(
+            "AudioHook %s: client error %s: %s", self.session_id, code, str(params.get("message"))[:200]
+        )
+        retry = parse_duration(params.get("retryAfter"))
+        if code == 429 and retry:  # back off, never drop the session
+            self._send_paused_until = time.monotonic() + min(retry, 30.0)
+
+    async def _on_paused(self, message: ClientMessage) -> None:
+        logger.info("AudioHook %s: paused", self.session_id)
+
+    _on_resumed = _on_discarded = _on_playback_started = _on_playback_completed = _on_paused
+
+    # --- the conversation ---------------------------------------------------------------------------
+    async def _prepare_session(self, variables: dict[str, str], params: dict[str, Any]) -> str:
+        """Create the session: scenario from ``promptName`` when it names one, the input variables in
+        working memory (verbatim, plus the promoted names agents use)."""
+        from agents_app import sessions
+        from agents_app.catalog import catalog
+        from agents_app.sessions import db_call
+
+        session_id = self.session_id
+        hint = variables.get("promptName", "").strip()
+
+        def prepare() -> str:
+            spec = catalog.scenario(hint) if hint else None
+            spec = spec or catalog.scenario(DEFAULT_SCENARIO)
+            if spec is None:
+                raise _StartFailed(f"no scenario {hint or DEFAULT_SCENARIO!r} to run")
+            state = sessions.create_session(session_id, spec.name, spec.start_agent, transport=TRANSPORT)
+            state.memory.update(variables)
+            for name, promoted in PROMOTED.items():
+                if variables.get(name):
+                    state.memory[promoted] = variables[name]
+            state.memory["contactcenter"] = {
+                "conversation_id": params.get("conversationId"),
+                "organization_id": params.get("organizationId"),
+                "language": params.get("language") if isinstance(params.get("language"), str) else None,
+            }
+            sessions.save_state(state)
+            return spec.name
+
+        return await db_call(prepare)
+
+    async def _start_conversation(self, scenario: str) -> None:
+        from voiceagent.runtime import runtime
+
+        try:
+            conversation = runtime.new_conversation_for(
+                runtime.conversation_mode(TRANSPORT), self.session_id, scenario, transport=TRANSPORT
+            )
+        except Exception as exc:  # no realtime API configured, unknown agent ...
+            raise _StartFailed(f"the realtime voice API is not available: {exc}") from None
+        try:
+            async with asyncio.timeout(OPEN_DEADLINE_S):
+                await conversation.start()
+        except TimeoutError:
+            await conversation.close("realtime connect deadline")
+            raise _StartFailed(
+                f"the realtime voice API did not answer within {OPEN_DEADLINE_S:g} s"
+            ) from None
+        if conversation.closed:
+            raise _StartFailed("the realtime voice API is unreachable")
+        self.conversation = conversation
+
+    async def _end_conversation(self, reason: str) -> None:
+        conversation, self.conversation = self.conversation, None
+        if conversation is not None:
+            with contextlib.suppress(Exception):
+                await conversation.close(reason)
+
+    async def _pump(self) -> None:
+        """Engine events -> the wire and the dashboards, in order."""
+        conversation = self.conversation
+        assert conversation is not None
+        try:
+            async for event in conversation.events():
+                kind = event.kind
+                if kind == "Audio":
+                    self._queue_audio(event.pcm, event.sample_rate)
+                    continue
+                if kind == "StopAudio":
+                    self._drop_playback()
+                    if self.pong_sent:
+                        await self._message("event", {"entities": [{"type": "barge_in", "data": {}}]})
+                elif kind == "StateChange" and event.state == "listening":
+                    self._flush_audio()  # the response is complete: its last partial chunk goes too
+                mapped = event_payload(event)
+                if mapped is not None:
+                    await publish(self.channel_layer, envelope(self.session_id, *mapped))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("AudioHook %s failed while relaying", self.session_id)
+        if self.disconnecting or conversation is not self.conversation:
+            return  # we ended it
+        reason = conversation.close_reason
+        if reason == ENDED_BY_AGENT:
+            self._flush_audio()
+            await self._drained(timeout=30.0)
+            await self._disconnect("completed", "the agent ended the conversation")
+        else:
+            await self._disconnect("error", f"the conversation ended: {reason}")
+
+    # --- agent audio -> wire ------------------------------------------------------------------------
+    def _queue_audio(self, pcm: bytes, rate: int) -> None:
+        encoder = self._encoders.get(rate)
+        if encoder is None:
+            encoder = self._encoders[rate] = MulawStreamEncoder(rate)
+        self._enqueue(self._chunker.push(encoder.encode(np.frombuffer(pcm, dtype="<i2"))))
+
+    def _flush_audio(self) -> None:
+        for encoder in self._encoders.values():
+            self._enqueue(self._chunker.push(encoder.flush()))
+        rest = self._chunker.flush(pad_byte=None)
+        self._enqueue([rest] if rest else [])
+
+    def _enqueue(self, chunks: list[bytes]) -> None:
+        if not chunks:
+            return
+        for chunk in chunks:
+            if len(self._outbound) >= MAX_QUEUED_CHUNKS:
+                self._outbound.popleft()
+                self.chunks_dropped += 1
+            self._outbound.append(chunk)
+        self._outbound_ready.set()
+
+    def _drop_playback(self) -> None:
+        self._outbound.clear()
+        self._chunker.clear()
+        for encoder in self._encoders.values():
+            encoder.reset()
+
+    async def _play(self) -> None:
+        """Send queued agent audio in 250 ms chunks at real time (one chunk of lead)."""
+        pacer = Pacer(CHUNK_MS, lead_frames=1)
+        outbound, ready = self._outbound, self._outbound_ready
+        while True:
+            if not outbound:
+                ready.clear()
+                await ready.wait()
+                pacer.reset()
+                continue
+            pause = self._send_paused_until - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+                pacer.reset()
+                continue
+            await pacer.wait()
+            if outbound:  # a barge-in may have emptied it meanwhile
+                await self.send(bytes_data=outbound.popleft())
+
+    async def _drained(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self._outbound and not self._closed:
+                    await asyncio.sleep(CHUNK_MS / 1000)
+
+    # --- outbound text ------------------------------------------------------------------------------
+    async def _message(self, kind: str, parameters: dict[str, Any]) -> None:
+        assert self.protocol is not None
+        await self.send(text_data=self.protocol.message(kind, parameters))
+
+    async def _disconnect(self, reason: str, info: str) -> None:
+        """Tell the client the session is over; it answers with `close` (else the socket closes)."""
+        if self.disconnecting:
+            return
+        self.disconnecting = True
+        await self._end_conversation(f"disconnect: {reason}")
+        self._drop_playback()
+        await self._message("disconnect", {"reason": reason, "info": info[:500]})
+        self._tasks.append(asyncio.get_running_loop().create_task(self._close_after_grace()))
+
+    async def _close_after_grace(self) -> None:
+        await asyncio.sleep(CLOSE_GRACE_S)
+        await self.close(1000, "disconnected")
+
+
+class _StartFailed(Exception):
+    """The session cannot start; the message goes into the `disconnect` info."""
+
+
+def _input_variables(raw: Any) -> dict[str, str]:
+    """``inputVariables`` as strings (a string map per the protocol); bounded in count and size."""
+    if not isinstance(raw, dict):
+        return {}
+    clean: dict[str, str] = {}
+    for key, value in list(raw.items())[:MAX_VARIABLES]:
+        if not isinstance(key, str) or not key or len(key) > 200:
+            continue
+        if isinstance(value, (str, int, float, bool)):
+            clean[key] = str(value)[:MAX_VARIABLE_CHARS]
+    return clean
