@@ -50,9 +50,7 @@ def stop(proc, timeout=20) -> float:
 @pytest.mark.parametrize("kind", SERVERS)
 def test_health_fast_ready_after_deferred_and_ordered_shutdown(kind, migrated_db, tmp_path):
     probe = tmp_path / "probe.jsonl"
-    proc, base, _, log = launch(
-        kind, migrated_db, probe, PROBE_WARMUP_S="4", PROBE_FAIL_CLEANUP="services"
-    )
+    proc, base, _, log = launch(kind, migrated_db, probe, PROBE_WARMUP_S="4", PROBE_FAIL_CLEANUP="services")
     try:
         # /health answers while the deferred warmup (4 s) is still running: it never waits for it
         _, health = wait_http(f"{base}/health", timeout=15, status=200)
