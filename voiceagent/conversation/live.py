@@ -56,7 +56,6 @@ from voiceagent.conversation.common import (
     open_session,
     run_tool_round,
 )
-from voiceagent.conversation.eager import start_eagerly
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT, AgentDirectory, TurnContext
 from voiceagent.conversation.events import (
     AgentResponse,
@@ -222,8 +221,6 @@ class LiveConversation:
         self._audio_limit = max(1, self.config.input_backlog_ms // max(1, self.config.append_ms))
         self._control: deque[dict[str, Any]] = deque()
         self._wake = asyncio.Event()
-        self._writer_parked = False  # the writer waits for work: an append may go out directly
-        self._inflight: asyncio.Future | None = None  # a direct append that had to wait (back-pressure)
         # the service's side
         self._responses: dict[str, _Response] = {}
         self._current: _Response | None = None
@@ -337,12 +334,7 @@ class LiveConversation:
             now = self.loop_time()
             for item in list(self._open_items):
                 self._commit_item(item, now)
-        inflight = self._inflight
-        cancel_other_tasks(
-            [self._reader, self._writer, self._tool_task, self._dtmf_task, inflight, *self._tasks]
-        )
-        if inflight is not None and inflight.done() and not inflight.cancelled():
-            inflight.exception()  # a failed direct append: the drop is being handled, nothing to log
+        cancel_other_tasks([self._reader, self._writer, self._tool_task, self._dtmf_task, *self._tasks])
         if self.connection is not None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(self.config.close_timeout_s):
@@ -387,16 +379,6 @@ class LiveConversation:
         return True
 
     def _queue_audio(self, chunk: bytes) -> None:
-        if self._writer_parked and self._inflight is None and not self._control and not self._audio_out:
-            # Nothing is queued or being written: this append goes on the socket now, from the
-            # caller's stack, instead of waking the writer task (a loop iteration per frame).
-            conn = self.connection
-            if conn is not None:
-                pending = start_eagerly(conn.send_json(_append_event(chunk)))
-                if pending is not None:  # the socket pushed back (or failed): the writer waits on it
-                    self._inflight = pending
-                    self._wake.set()
-                return
         if len(self._audio_out) >= self._audio_limit:
             self._audio_out.popleft()
             self.dropped_frames += 1
@@ -471,20 +453,13 @@ class LiveConversation:
         control, audio, wake = self._control, self._audio_out, self._wake
         try:
             while True:
-                if self._inflight is not None:  # a direct append must finish before anything else
-                    await self._inflight
-                    self._inflight = None
-                elif control:
+                if control:
                     await conn.send(control.popleft())
                 elif audio:
                     await conn.send_json(_append_event(audio.popleft()))
                 else:
                     wake.clear()
-                    self._writer_parked = True
-                    try:
-                        await wake.wait()
-                    finally:
-                        self._writer_parked = False
+                    await wake.wait()
         except ProviderError as exc:
             await self._lost(exc)
 
