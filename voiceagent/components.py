@@ -86,10 +86,10 @@ async def announce_auth_mode() -> str:
     return detail
 
 
-def _telephony_check() -> tuple[str, str]:
-    if not settings.CONFIG.TELEPHONY_ENDPOINT:
-        return "not_configured", "TELEPHONY_ENDPOINT not set: phone calls disabled"
-    return "unhealthy", "telephony caller not implemented yet"
+async def _telephony_check() -> tuple[str, str]:
+    from calls.acs import readiness_check
+
+    return await readiness_check()
 
 
 # --- step 5: agents -----------------------------------------------------------------------------
