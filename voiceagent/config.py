@@ -238,6 +238,20 @@ VARIABLES: tuple[Var, ...] = (
         "When set, the media stream's bearer JWT must carry this audience (the ACS resource id)",
         group="telephony",
     ),
+    V(
+        "TELEPHONY_MEDIA_JWKS_URL",
+        "https://acscallautomation.communication.azure.com/calling/keys",
+        _url("https", "http"),
+        "Signing keys (JWKS) that verify the media stream's bearer JWT when TELEPHONY_MEDIA_AUDIENCE is set",
+        group="telephony",
+    ),
+    V(
+        "TELEPHONY_MAX_STREAMS",
+        "200",
+        _int(1, 10000),
+        "Concurrent phone media streams per process; more are refused with close code 1013",
+        group="telephony",
+    ),
     # --- language model -------------------------------------------------------------------------
     V("CLOUD_LLM_ENDPOINT", None, _url("https", "http"), "Azure OpenAI endpoint", group="llm"),
     V("CLOUD_LLM_DEPLOYMENT", None, _str, "Azure OpenAI chat deployment name", group="llm"),

@@ -6,6 +6,7 @@ from django.urls import path, re_path
 from bridge.consumer import AudioHookConsumer
 from calls.browser import BrowserConversationConsumer
 from calls.dashboard import DashboardRelayConsumer
+from calls.media import MediaStreamConsumer
 
 
 class UnknownPathConsumer(AsyncWebsocketConsumer):
@@ -20,5 +21,6 @@ websocket_urlpatterns = [
     path("api/v1/browser/conversation", BrowserConversationConsumer.as_asgi()),
     path("api/v1/browser/dashboard/relay", DashboardRelayConsumer.as_asgi()),
     path("api/v1/contactcenter/stream", AudioHookConsumer.as_asgi()),
+    path("api/v1/media/stream", MediaStreamConsumer.as_asgi()),
     re_path(r"", UnknownPathConsumer.as_asgi()),
 ]

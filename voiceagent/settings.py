@@ -198,7 +198,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["voiceagent.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["voiceagent.auth.ApiKeyRequired"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["voiceagent.parsers.SafeJSONParser"],
     "EXCEPTION_HANDLER": "voiceagent.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

@@ -68,6 +68,8 @@ def test_unhandled_exception_is_json_500_with_request_id(api_client, caplog, url
         ("{not json", "application/json", 400),
         ("<xml/>", "application/xml", 415),
         ("[1,2", "application/json", 400),
+        ("[" * 200_000 + "]" * 200_000, "application/json", 400),  # RecursionError in the decoder
+        ('{"a":' * 100_000 + "1" + "}" * 100_000, "application/json", 400),
     ],
 )
 def test_malformed_bodies(api_client, body, content_type, status):
@@ -83,6 +85,16 @@ def test_oversized_body_is_4xx_json(api_client):
     )
     assert 400 <= response.status_code < 500
     assert "detail" in response.json()
+
+
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [("POST", "/api/v1/agents"), ("POST", "/api/v1/mcp/servers"), ("POST", "/api/v1/profiles/generate")],
+)
+def test_deeply_nested_json_is_a_400_on_real_endpoints(api_client, method, url):
+    response = api_client.generic(method, url, "[" * 100_000, content_type="application/json")
+    assert response.status_code == 400
+    assert "nested too deeply" in response.json()["detail"]
 
 
 def test_request_id_generated_and_hostile_one_replaced(api_client):
