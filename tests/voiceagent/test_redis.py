@@ -91,6 +91,34 @@ def test_cache_is_shared_between_processes():
     assert json.loads(reader.stdout) == {"turns": 3}
 
 
+def test_a_call_placed_on_one_worker_is_found_by_the_media_stream_on_another():
+    """The REST worker writes the call map; the worker the provider's media stream lands on reads it."""
+    cid = f"call-{uuid.uuid4().hex}"
+    writer = run(f"""
+        import asyncio
+        from calls.callmap import CallInfo, remember
+        info = CallInfo({cid!r}, "sess-1", "banking", "VOICE_LIVE", "outbound", "+15551230000")
+        asyncio.run(remember(info))
+    """)
+    assert writer.returncode == 0, writer.stderr
+    reader = run(f"""
+        import asyncio, dataclasses, json
+        from calls.callmap import lookup, forget
+        info = asyncio.run(lookup({cid!r}))
+        print(json.dumps(dataclasses.asdict(info)))
+        asyncio.run(forget({cid!r}))
+    """)
+    assert reader.returncode == 0, reader.stderr
+    assert json.loads(reader.stdout) == {
+        "connection_id": cid,
+        "session_id": "sess-1",
+        "scenario": "banking",
+        "mode": "VOICE_LIVE",
+        "direction": "outbound",
+        "phone_number": "+15551230000",
+    }
+
+
 def test_two_processes_exchange_a_group_message_through_channels_redis():
     group = f"session.{uuid.uuid4().hex}"
     receiver = popen(f"""
