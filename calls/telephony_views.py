@@ -11,6 +11,7 @@ through ``async_to_sync`` (on the server's event loop under ASGI).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from typing import Any
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -43,6 +45,8 @@ MEDIA_PATH = "/api/v1/media/stream"
 MAX_PAGE_SIZE = 100
 MAX_EVENTS = 100
 MAX_BODY = 1024 * 1024
+ANSWERED_KEY = "calls:answered:{}"  # sha256 of the incoming call context -> connection id
+ANSWERED_TTL_S = 3600  # Event Grid retries for up to a day, but an unanswered call is long gone
 VALIDATION_EVENT = "Microsoft.EventGrid.SubscriptionValidationEvent"
 INCOMING_CALL_EVENT = "Microsoft.Communication.IncomingCall"
 TAGS = ["calls"]
@@ -419,6 +423,12 @@ class CallAnswerView(APIView):
     def _answer(
         self, client: acs.TelephonyClient, call: dict[str, str], callback_url: str, media_url: str
     ) -> str:
+        answered_key = ANSWERED_KEY.format(hashlib.sha256(call["context"].encode()).hexdigest())
+        if (known := cache.get(answered_key)) is not None:
+            # Event Grid redelivers when our 200 did not reach it; the provider would refuse a second
+            # answer of the same call (and Event Grid would then retry for hours)
+            logger.info("incoming call %s delivered again: already answered", known)
+            return known
         mode = _mode()
         if catalog.scenario(DEFAULT_SCENARIO) is None:  # a deployment problem, not the caller's
             raise ApiError(f"No {DEFAULT_SCENARIO!r} scenario is loaded to answer calls with.", 503)
@@ -459,6 +469,7 @@ class CallAnswerView(APIView):
             server_call_id=(started.server_call_id or call["server_call_id"])[:512],
             correlation_id=call["correlation_id"],
         )
+        cache.set(answered_key, started.connection_id, ANSWERED_TTL_S)
         logger.info("inbound call %s answered (session %s, mode %s)", started.connection_id, session_id, mode)
         return started.connection_id
 

@@ -167,6 +167,17 @@ def test_incoming_call_is_answered_through_the_sdk(api_client, telephony):
     assert state is not None and state.transport == "phone" and state.scenario == "default"
 
 
+def test_a_redelivered_incoming_call_is_answered_once(api_client, telephony):
+    """Event Grid delivers again when our 200 got lost; the provider must not be asked twice."""
+    event = incoming_call_event(CALLER, SOURCE, context="ctx-redelivered")
+    first = eventgrid(api_client, [event])
+    again = eventgrid(api_client, [event])
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json()
+    assert len(telephony.requests_to("/calling/callConnections:answer")) == 1
+    assert Call.objects.filter(direction="inbound").count() == 1
+
+
 def test_incoming_call_in_voice_live_mode_streams_24k(api_client, telephony, settings):
     settings.CONFIG = _config(telephony, TELEPHONY_STREAMING_MODE="VOICE_LIVE")
     response = eventgrid(api_client, [incoming_call_event(CALLER, SOURCE)])
