@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -159,6 +161,55 @@ def _started(result: Any) -> acs.CallStarted:
     return result
 
 
+def _connect_call(
+    scenario_name: str,
+    direction: str,
+    phone_number: str,
+    provider_call: Callable[..., Awaitable[acs.CallStarted]],
+    action: str,
+    *,
+    server_call_id: str = "",
+    correlation_id: str = "",
+) -> tuple[acs.CallStarted, str, str, str]:
+    """Place or answer a call with a new phone session: the session first (its id is the call's
+    operation context), then the provider, then the call map (before the row: the media stream may
+    arrive at once) and the call row. A provider failure leaves no session behind.
+
+    ``provider_call(audio_format=, operation_context=)`` is the client's create or answer, already
+    given its call-specific arguments. Returns (started, session id, scenario, mode)."""
+    mode = _mode()
+    session_id, scenario = _start_session(scenario_name)
+    try:
+        started = _started(
+            async_to_sync(provider_call)(
+                audio_format=callmap.audio_format_for(mode), operation_context=session_id
+            )
+        )
+    except ApiError:
+        sessions.delete_state(session_id)
+        raise
+    except Exception as exc:
+        sessions.delete_state(session_id)
+        raise _provider_error(exc, action) from None
+    common = {
+        "connection_id": started.connection_id,
+        "session_id": session_id,
+        "scenario": scenario,
+        "mode": mode,
+        "direction": direction,
+        "phone_number": phone_number,
+    }
+    async_to_sync(callmap.remember)(callmap.CallInfo(**common))
+    _save_call(
+        status="initiating",
+        server_call_id=(started.server_call_id or server_call_id)[:512],
+        correlation_id=correlation_id,
+        **common,
+    )
+    logger.info("%s call %s (session %s, mode %s)", direction, started.connection_id, session_id, mode)
+    return started, session_id, scenario, mode
+
+
 # --- service endpoints ----------------------------------------------------------------------------
 
 
@@ -178,44 +229,13 @@ class CallInitiateView(APIView):
             raise ApiError(f"Scenario {scenario_name!r} not found.", 400, {"scenario": ["unknown scenario"]})
         client = _client()
         callback_url, media_url = _urls()
-        mode = _mode()
-        session_id, scenario = _start_session(scenario_name)
-        try:
-            started = _started(
-                async_to_sync(client.create_call)(
-                    phone_number,
-                    callback_url=callback_url,
-                    media_url=media_url,
-                    audio_format=callmap.audio_format_for(mode),
-                    operation_context=session_id,
-                )
-            )
-        except ApiError:
-            sessions.delete_state(session_id)
-            raise
-        except Exception as exc:
-            sessions.delete_state(session_id)
-            raise _provider_error(exc, "place the call") from None
-        info = callmap.CallInfo(
-            connection_id=started.connection_id,
-            session_id=session_id,
-            scenario=scenario,
-            mode=mode,
-            direction="outbound",
-            phone_number=phone_number,
+        started, session_id, scenario, _ = _connect_call(
+            scenario_name,
+            "outbound",
+            phone_number,
+            partial(client.create_call, phone_number, callback_url=callback_url, media_url=media_url),
+            "place the call",
         )
-        async_to_sync(callmap.remember)(info)
-        _save_call(
-            connection_id=started.connection_id,
-            direction="outbound",
-            phone_number=phone_number,
-            scenario=scenario,
-            session_id=session_id,
-            status="initiating",
-            mode=mode,
-            server_call_id=(started.server_call_id or "")[:512],
-        )
-        logger.info("outbound call %s placed (session %s, mode %s)", started.connection_id, session_id, mode)
         return Response(
             {
                 "connection_id": started.connection_id,
@@ -429,48 +449,18 @@ class CallAnswerView(APIView):
             # answer of the same call (and Event Grid would then retry for hours)
             logger.info("incoming call %s delivered again: already answered", known)
             return known
-        mode = _mode()
         if catalog.scenario(DEFAULT_SCENARIO) is None:  # a deployment problem, not the caller's
             raise ApiError(f"No {DEFAULT_SCENARIO!r} scenario is loaded to answer calls with.", 503)
-        session_id, scenario = _start_session(DEFAULT_SCENARIO)
-        try:
-            started = _started(
-                async_to_sync(client.answer_call)(
-                    call["context"],
-                    callback_url=callback_url,
-                    media_url=media_url,
-                    audio_format=callmap.audio_format_for(mode),
-                    operation_context=session_id,
-                )
-            )
-        except ApiError:
-            sessions.delete_state(session_id)
-            raise
-        except Exception as exc:
-            sessions.delete_state(session_id)
-            raise _provider_error(exc, "answer the call") from None
-        info = callmap.CallInfo(
-            connection_id=started.connection_id,
-            session_id=session_id,
-            scenario=scenario,
-            mode=mode,
-            direction="inbound",
-            phone_number=call["phone_number"],
-        )
-        async_to_sync(callmap.remember)(info)  # before the row: the media stream may arrive at once
-        _save_call(
-            connection_id=started.connection_id,
-            direction="inbound",
-            phone_number=call["phone_number"],
-            scenario=scenario,
-            session_id=session_id,
-            status="initiating",
-            mode=mode,
-            server_call_id=(started.server_call_id or call["server_call_id"])[:512],
+        started, *_ = _connect_call(
+            DEFAULT_SCENARIO,
+            "inbound",
+            call["phone_number"],
+            partial(client.answer_call, call["context"], callback_url=callback_url, media_url=media_url),
+            "answer the call",
+            server_call_id=call["server_call_id"],
             correlation_id=call["correlation_id"],
         )
         cache.set(answered_key, started.connection_id, ANSWERED_TTL_S)
-        logger.info("inbound call %s answered (session %s, mode %s)", started.connection_id, session_id, mode)
         return started.connection_id
 
 

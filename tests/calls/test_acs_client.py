@@ -8,7 +8,14 @@ import socket
 import time
 
 import pytest
-from acs_peer import AcsPeer, cloud_event, incoming_call_event, validation_event
+from acs_peer import (
+    TEST_CALLBACK_URL,
+    TEST_CALLER_ID,
+    TEST_MEDIA_URL,
+    cloud_event,
+    incoming_call_event,
+    validation_event,
+)
 from django.test import override_settings
 
 from calls import acs
@@ -23,16 +30,8 @@ from calls.acs import (
 )
 from voiceagent.config import load_config
 
-SOURCE = "+15550001111"
+SOURCE, CALLBACK, MEDIA = TEST_CALLER_ID, TEST_CALLBACK_URL, TEST_MEDIA_URL
 TARGET = "+15551234567"
-CALLBACK = "https://voice.example.com/api/v1/calls/callbacks"
-MEDIA = "wss://voice.example.com/api/v1/media/stream"
-
-
-@pytest.fixture(scope="module")
-def peer():
-    with AcsPeer() as p:
-        yield p
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import json
 import socket
 
 import pytest
-from acs_peer import AcsPeer
+from acs_peer import TEST_BASE_URL, TEST_CALLBACK_URL, TEST_CALLER_ID, TEST_MEDIA_URL, AcsPeer
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 from django.utils import timezone
@@ -21,10 +21,7 @@ from voiceagent.config import load_config
 
 pytestmark = pytest.mark.django_db
 
-BASE = "https://voice.example.com"
-CALLBACK = f"{BASE}/api/v1/calls/callbacks"
-MEDIA = "wss://voice.example.com/api/v1/media/stream"
-SOURCE = "+15550001111"
+BASE, CALLBACK, MEDIA, SOURCE = TEST_BASE_URL, TEST_CALLBACK_URL, TEST_MEDIA_URL, TEST_CALLER_ID
 TARGET = "+15551234567"
 STRONG = "s" * 30 + "abcdefghijklmnopqrstuvwxyz"
 CALL_KEYS = {
@@ -39,42 +36,6 @@ CALL_KEYS = {
     "duration_s",
     "mode",
 }
-
-
-@pytest.fixture(scope="module")
-def peer():
-    with AcsPeer() as p:
-        yield p
-
-
-@pytest.fixture
-def catalog_loaded(db):
-    from django.core.cache import cache
-
-    from agents_app.catalog import catalog, sync_files
-
-    cache.clear()
-    sync_files()
-    catalog.reload()
-    yield
-    cache.clear()
-
-
-@pytest.fixture
-def telephony(peer, catalog_loaded, settings):
-    """Telephony configured against the peer, as production configures it (env variables)."""
-    peer.reset()
-    reset_telephony_client()
-    settings.CONFIG = load_config(
-        {
-            "TELEPHONY_ENDPOINT": peer.endpoint,
-            "TELEPHONY_ACCESS_KEY": peer.key,
-            "TELEPHONY_PHONE_NUMBER": SOURCE,
-            "BASE_URL": BASE,
-        }
-    )
-    yield peer
-    reset_telephony_client()
 
 
 @pytest.fixture

@@ -11,9 +11,13 @@ import pytest
 from acs_peer import (
     EVENTGRID_NOTIFICATION_HEADERS,
     EVENTGRID_VALIDATION_HEADERS,
-    AcsPeer,
+    TEST_BASE_URL,
+    TEST_CALLBACK_URL,
+    TEST_CALLER_ID,
+    TEST_MEDIA_URL,
     cloud_event,
     incoming_call_event,
+    telephony_env,
     validation_event,
 )
 from asgiref.sync import async_to_sync
@@ -26,52 +30,9 @@ from voiceagent.config import load_config
 
 pytestmark = pytest.mark.django_db
 
-BASE = "https://voice.example.com"
-CALLBACK = f"{BASE}/api/v1/calls/callbacks"
-MEDIA = "wss://voice.example.com/api/v1/media/stream"
-SOURCE = "+15550001111"
+BASE, CALLBACK, MEDIA, SOURCE = TEST_BASE_URL, TEST_CALLBACK_URL, TEST_MEDIA_URL, TEST_CALLER_ID
 CALLER = "+15557654321"
 TARGET = "+15551234567"
-
-
-@pytest.fixture(scope="module")
-def peer():
-    with AcsPeer() as p:
-        yield p
-
-
-@pytest.fixture
-def catalog_loaded(db):
-    from django.core.cache import cache
-
-    from agents_app.catalog import catalog, sync_files
-
-    cache.clear()
-    sync_files()
-    catalog.reload()
-    yield
-    cache.clear()
-
-
-def _config(peer: AcsPeer, **extra: str):
-    return load_config(
-        {
-            "TELEPHONY_ENDPOINT": peer.endpoint,
-            "TELEPHONY_ACCESS_KEY": peer.key,
-            "TELEPHONY_PHONE_NUMBER": SOURCE,
-            "BASE_URL": BASE,
-            **extra,
-        }
-    )
-
-
-@pytest.fixture
-def telephony(peer, catalog_loaded, settings):
-    peer.reset()
-    reset_telephony_client()
-    settings.CONFIG = _config(peer)
-    yield peer
-    reset_telephony_client()
 
 
 def post(api_client, url: str, body, **headers):
@@ -179,7 +140,7 @@ def test_a_redelivered_incoming_call_is_answered_once(api_client, telephony):
 
 
 def test_incoming_call_in_voice_live_mode_streams_24k(api_client, telephony, settings):
-    settings.CONFIG = _config(telephony, TELEPHONY_STREAMING_MODE="VOICE_LIVE")
+    settings.CONFIG = load_config(telephony_env(telephony, TELEPHONY_STREAMING_MODE="VOICE_LIVE"))
     response = eventgrid(api_client, [incoming_call_event(CALLER, SOURCE)])
     assert response.status_code == 200
     cid = response.json()["connection_id"]

@@ -439,3 +439,21 @@ def validation_event(code: str) -> dict:
         "metadataVersion": "1",
         "dataVersion": "2",
     }
+
+
+# --- what the telephony tests configure ---------------------------------------------------------------
+TEST_BASE_URL = "https://voice.example.com"
+TEST_CALLBACK_URL = f"{TEST_BASE_URL}/api/v1/calls/callbacks"
+TEST_MEDIA_URL = "wss://voice.example.com/api/v1/media/stream"
+TEST_CALLER_ID = "+15550001111"
+
+
+def telephony_env(peer: AcsPeer, **extra: str) -> dict[str, str]:
+    """The environment that points the service's telephony at ``peer``, as production sets it."""
+    return {
+        "TELEPHONY_ENDPOINT": peer.endpoint,
+        "TELEPHONY_ACCESS_KEY": peer.key,
+        "TELEPHONY_PHONE_NUMBER": TEST_CALLER_ID,
+        "BASE_URL": TEST_BASE_URL,
+        **extra,
+    }

@@ -1,0 +1,290 @@
+"""100 concurrent simulated phone calls on the telephony media stream of ONE server process, 20 ms frames
+in real time, in the provider's (ACS) wire format.
+
+Each call opens ``/api/v1/media/stream?scenario=default`` the way a simulator does (no
+``x-ms-call-connection-id``, no ``TELEPHONY_MEDIA_AUDIENCE``: the server creates the session), sends
+``AudioMetadata`` (16 kHz), lets the greeting play, then per turn speaks ~0.6 s of voiced frames and
+keeps sending silence frames (base64 PCM16LE in ``AudioData``, as the provider does) while it listens.
+The server runs the real transport (:mod:`calls.media`), engine, VAD (webrtcvad) and session store,
+with instant scripted STT/LLM/TTS (bench/plugins/instant_providers.py), so the figures are our
+overhead:
+
+* latency: "end of turn" is when the client sends the frame that completes ``VAD_SILENCE_TIMEOUT``
+  of silence (as in bench_browser.py); the clock stops when the first outbound ``AudioData`` of the
+  answer arrives. Targets (the browser bench's): p50 <= 10 ms, p99 <= 40 ms.
+* pacing: outbound ``AudioData`` is sent 20 ms apart after a lead of ``LEAD_FRAMES`` (3) frames, so
+  the first 4 frames of an answer arrive together by design; the jitter is |gap - 20 ms| over the
+  gaps after them (frame i - frame i-1 for i >= 4), reported as p99 over all answers.
+* errors: connection failures, server closes, turns without an answer, ``StopAudio`` during a turn,
+  answer audio arriving before the end of the turn, and WARNING/ERROR lines in the server log.
+
+Prints one JSON line.
+
+    .venv/bin/python bench/bench_media_stream.py [--calls 100] [--turns 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import collections
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import websockets
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
+
+FRAME_MS, RATE, SILENCE_MS = 20, 16000, 400
+N = RATE * FRAME_MS // 1000
+_t = np.arange(N) / RATE
+VOICE = (np.sin(2 * np.pi * 220 * _t) * 6000 + np.sin(2 * np.pi * 660 * _t) * 3000).astype("<i2").tobytes()
+NOISE = (np.random.default_rng(1).standard_normal(N) * 30).astype("<i2").tobytes()
+VOICE_B64 = base64.b64encode(VOICE).decode()
+NOISE_B64 = base64.b64encode(NOISE).decode()
+LEAD_FRAMES = 3  # calls.media.LEAD_FRAMES: these frames follow the first one at once
+GREETING_FRAMES = 150  # 3 s: the greeting (2.4 s: 8 words at 300 ms) plays out before the caller speaks
+LISTEN_FRAMES = 150  # 3 s: the answer plays, the caller listens
+TARGET_P50_MS, TARGET_P99_MS = 10, 40
+
+by_turn: dict[int, list[float]] = {}
+
+
+def metadata(call: int) -> str:
+    return json.dumps(
+        {
+            "kind": "AudioMetadata",
+            "audioMetadata": {
+                "subscriptionId": f"bench-sub-{call}",
+                "encoding": "PCM",
+                "sampleRate": RATE,
+                "channels": 1,
+                "length": N * 2,
+            },
+        }
+    )
+
+
+def audio_message(data_b64: str, participant: str) -> str:
+    """One inbound ``AudioData`` message; built by hand, json.dumps per frame would load the client."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    return (
+        '{"kind":"AudioData","audioData":{"timestamp":"' + stamp + '","participantRawID":"' + participant
+        + '","data":"' + data_b64 + '","silent":false}}'
+    )  # fmt: skip
+
+
+def close_text(exc: websockets.ConnectionClosed) -> str:
+    rcvd = exc.rcvd
+    return f"{rcvd.code} {rcvd.reason}".strip() if rcvd is not None else "no close frame"
+
+
+class Results:
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.jitter: list[float] = []  # |gap - 20 ms| after the lead, all answers
+        self.frames_per_answer: list[int] = []
+        self.answers = 0
+        self.errors: collections.Counter[str] = collections.Counter()
+        self.closes: collections.Counter[str] = collections.Counter()
+        self.greeting_frames: list[int] = []
+
+
+async def client(url: str, call: int, turns: int, rng: random.Random, res: Results) -> None:
+    loop = asyncio.get_running_loop()
+    participant = f"4:+1555{call:07d}"
+    voice, noise = VOICE_B64, NOISE_B64
+    await asyncio.sleep(rng.uniform(0, 2))
+    try:
+        async with websockets.connect(url, max_size=2**22) as ws:
+            # per turn: arrival times of outbound AudioData after the end of the turn
+            state: dict = {"turn": None, "turn_end": None, "speaking": False, "done": False}
+            arrivals: dict[int, list[float]] = {}
+            greeting = [0]
+
+            async def reader() -> None:
+                try:
+                    async for raw in ws:
+                        now = loop.time()
+                        m = json.loads(raw)
+                        kind = m.get("kind")
+                        turn = state["turn"]
+                        if kind == "AudioData":
+                            if turn is None:
+                                greeting[0] += 1
+                            elif state["turn_end"] is not None:
+                                arrivals.setdefault(turn, []).append(now)
+                            elif state["speaking"]:
+                                res.errors["AudioData while the caller speaks (before the end of turn)"] += 1
+                        elif kind == "StopAudio":
+                            res.errors[f"StopAudio {'in the greeting' if turn is None else 'in a turn'}"] += 1
+                        else:
+                            res.errors[f"unexpected message {str(kind or m.get('type'))[:40]}"] += 1
+                except websockets.ConnectionClosed as exc:
+                    if not state["done"]:
+                        res.closes[close_text(exc)] += 1
+                        res.errors[f"closed by the server mid-call: {close_text(exc)}"] += 1
+
+            read_task = asyncio.create_task(reader())
+            next_at = loop.time()
+
+            async def frame(data_b64: str) -> None:
+                nonlocal next_at
+                next_at += FRAME_MS / 1000
+                delay = next_at - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await ws.send(audio_message(data_b64, participant))
+
+            await ws.send(metadata(call))
+            for _ in range(GREETING_FRAMES):
+                await frame(noise)
+            res.greeting_frames.append(greeting[0])
+            for t in range(turns):
+                state.update(turn=t, turn_end=None, speaking=True)
+                for _ in range(rng.randint(25, 35)):  # 0.5 .. 0.7 s of speech
+                    await frame(voice)
+                for i in range(SILENCE_MS // FRAME_MS):
+                    await frame(noise)
+                    if i == SILENCE_MS // FRAME_MS - 1:
+                        state.update(turn_end=loop.time(), speaking=False)
+                for _ in range(LISTEN_FRAMES):
+                    await frame(noise)
+                times = arrivals.get(t, [])
+                if not times:
+                    res.errors["no answer within 3 s of the end of turn"] += 1
+                    continue
+                res.answers += 1
+                res.latencies.append((times[0] - state["turn_end"]) * 1000)
+                by_turn.setdefault(t, []).append(res.latencies[-1])
+                res.frames_per_answer.append(len(times))
+                gaps = [(times[i] - times[i - 1]) * 1000 for i in range(LEAD_FRAMES + 1, len(times))]
+                res.jitter += [abs(gap - FRAME_MS) for gap in gaps]
+            state["done"] = True
+            read_task.cancel()
+    except websockets.ConnectionClosed as exc:
+        res.errors[f"send failed, closed: {close_text(exc)}"] += 1
+    except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
+        res.errors[f"connect failed: {type(exc).__name__}: {str(exc)[:80]}"] += 1
+
+
+async def run(base: str, calls: int, turns: int) -> Results:
+    res = Results()
+    rng = random.Random(3)
+    await asyncio.gather(
+        *(
+            client(f"{base}/api/v1/media/stream?scenario=default", i, turns, random.Random(rng.random()), res)
+            for i in range(calls)
+        )
+    )
+    return res
+
+
+def pct(values: list[float], p: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 2)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[p - 1], 2)
+
+
+EXPECTED_LOG = ("API authentication is OFF",)  # the development-mode notice at startup
+
+
+def server_problems(log: Path) -> list[str]:
+    """Distinct WARNING/ERROR lines (and tracebacks) the server logged, with counts."""
+    counts: collections.Counter[str] = collections.Counter()
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if any(level in line for level in ("WARNING", "ERROR", "CRITICAL", "Traceback")) and not any(
+            notice in line for notice in EXPECTED_LOG
+        ):
+            counts[line.strip()[:160]] += 1
+    return [f"server log: {line} (x{n})" for line, n in counts.most_common(10)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=4)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = base_env(
+            Path(tmp),
+            LOG_LEVEL="WARNING",
+            VAD_SILENCE_TIMEOUT=str(SILENCE_MS),
+            LIFECYCLE_PLUGINS="instant_providers",
+            TELEPHONY_MAX_STREAMS="1000",
+            TELEPHONY_STREAMING_MODE="MEDIA",
+            PYTHONPATH=f"{ROOT}:{ROOT / 'bench' / 'plugins'}",
+        )
+        env.pop("TELEPHONY_MEDIA_AUDIENCE", None)  # simulator mode: the server creates the sessions
+        migrate(env)
+        port = free_port()
+        log = Path(tmp) / "server.log"
+        proc = start("uvicorn", port, env, log)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=30, status=200)
+            res = asyncio.run(run(f"ws://127.0.0.1:{port}", args.calls, args.turns))
+        except BaseException:
+            sys.stderr.write(log.read_text(errors="replace")[-4000:] if log.exists() else "")
+            raise
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except Exception:
+                proc.kill()
+                proc.wait(10)
+        problems = server_problems(log)
+    errors = [f"{what} (x{n})" for what, n in res.errors.most_common()] + problems
+    p50, p99 = pct(res.latencies, 50), pct(res.latencies, 99)
+    expected = args.calls * args.turns
+    print(
+        json.dumps(
+            {
+                "bench": "media_stream",
+                "calls": args.calls,
+                "turns": args.turns,
+                "latency_p50_ms": p50,
+                "latency_p99_ms": p99,
+                "latency_max_ms": round(max(res.latencies), 2) if res.latencies else None,
+                "latency_p99_ms_by_turn": {t: pct(v, 99) for t, v in sorted(by_turn.items())},
+                "pacing_jitter_p50_ms": pct(res.jitter, 50),
+                "pacing_jitter_p99_ms": pct(res.jitter, 99),
+                "pacing_jitter_max_ms": round(max(res.jitter), 2) if res.jitter else None,
+                "pacing_gaps": len(res.jitter),
+                "frames_per_answer": sorted(set(res.frames_per_answer)),
+                "greeting_frames": sorted(set(res.greeting_frames)),
+                "answers": res.answers,
+                "expected_answers": expected,
+                "closes": dict(res.closes),
+                "errors": errors,
+                "targets": {"latency_p50_ms": TARGET_P50_MS, "latency_p99_ms": TARGET_P99_MS},
+                "server": "uvicorn, 1 worker, instant providers, real VAD/engine/media transport",
+                "client": "another process on the same machine",
+                "ok": res.answers == expected
+                and not errors
+                and p50 is not None
+                and p50 <= TARGET_P50_MS
+                and p99 is not None
+                and p99 <= TARGET_P99_MS,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
