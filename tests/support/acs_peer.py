@@ -37,14 +37,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import datetime as dt
 import email.utils
 import hashlib
 import hmac
 import json
 import os
-import socket
 import threading
 import time
 import uuid
@@ -52,11 +50,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from threaded_server import ThreadedAsgiServer
 
 __all__ = [
     "API_VERSION",
@@ -113,10 +111,13 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-class AcsPeer:
+class AcsPeer(ThreadedAsgiServer):
     """Start with ``with AcsPeer() as peer:`` (or :meth:`start` / :meth:`stop`)."""
 
+    label = "ACS peer"
+
     def __init__(self, key: str | None = None) -> None:
+        super().__init__()
         self.key = key or base64.b64encode(os.urandom(32)).decode()
         self.requests: list[RecordedRequest] = []
         self.calls: dict[str, dict[str, Any]] = {}
@@ -124,10 +125,6 @@ class AcsPeer:
         self._failures: deque[_Failure] = deque()
         self._delays: deque[float] = deque()
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
-        self.port = 0
 
     # --- scripting ---------------------------------------------------------------------------------
     def fail_next(self, status: int, code: str = "", message: str = "Scripted failure") -> AcsPeer:
@@ -169,48 +166,6 @@ class AcsPeer:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    # --- lifecycle ---------------------------------------------------------------------------------
-    def start(self) -> AcsPeer:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app(), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[self._sock])),
-            name=f"acs-peer-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the ACS peer did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=3)
-            if self._thread.is_alive() and self._server is not None:
-                self._server.force_exit = True
-                self._thread.join(timeout=3)
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-        self._server = self._thread = self._sock = None
-
-    def __enter__(self) -> AcsPeer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # --- the ASGI app ------------------------------------------------------------------------------
     def _app(self) -> Starlette:

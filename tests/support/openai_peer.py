@@ -30,20 +30,18 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from threaded_server import ThreadedAsgiServer
 
 __all__ = ["HTTPError", "OpenAIPeer", "RecordedRequest", "Text", "ToolCall", "ToolCalls", "split_text"]
 
@@ -144,8 +142,10 @@ def _split_string(value: str, parts: int) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 
 
-class OpenAIPeer:
+class OpenAIPeer(ThreadedAsgiServer):
     """Start with ``with OpenAIPeer() as peer:`` (or :meth:`start` / :meth:`stop`)."""
+
+    label = "OpenAI peer"
 
     def __init__(
         self,
@@ -153,6 +153,7 @@ class OpenAIPeer:
         bearer_tokens: tuple[str, ...] = (),
         models: tuple[str, ...] = ("peer-model",),
     ) -> None:
+        super().__init__()
         self.api_key = api_key
         self.bearer_tokens = tuple(bearer_tokens)
         self.models = models
@@ -162,10 +163,6 @@ class OpenAIPeer:
         self._queue: deque[Scripted] = deque()
         self._lock = threading.Lock()
         self._counter = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
-        self.port = 0
 
     # --- scripting ---------------------------------------------------------------------------------
     def push(self, *responses: Scripted) -> OpenAIPeer:
@@ -204,52 +201,6 @@ class OpenAIPeer:
     @property
     def azure_endpoint(self) -> str:
         return self.url
-
-    # --- lifecycle ---------------------------------------------------------------------------------
-    def start(self) -> OpenAIPeer:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app(),
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[self._sock])),
-            name=f"openai-peer-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the OpenAI peer did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=3)
-            if self._thread.is_alive() and self._server is not None:
-                self._server.force_exit = True
-                self._thread.join(timeout=3)
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-        self._server = self._thread = self._sock = None
-
-    def __enter__(self) -> OpenAIPeer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # --- the ASGI app ------------------------------------------------------------------------------
     def _app(self) -> Starlette:
