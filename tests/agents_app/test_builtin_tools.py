@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,7 +67,9 @@ class Runner:
         for result in self.results:
             text = result.to_model_content()
             for secret in secrets:
-                assert secret not in text, (result.name, text)
+                # a secret as a value of its own, not digits that happen to sit inside a timestamp
+                pattern = rf"(?<![0-9]){re.escape(secret)}(?![0-9])"
+                assert re.search(pattern, text) is None, (result.name, text)
             assert "ssn" not in text.lower() and "date_of_birth" not in text
 
 
