@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -46,10 +45,11 @@ from bridge.protocol import (
 )
 from calls.asgi_ws import LeanWebSocket
 from calls.browser import envelope, event_payload
+from calls.playback import PacedPlayback
 from calls.relay import publish
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
-from voiceagent.speech.audio import FrameChunker, MulawStreamEncoder, Pacer, ulaw_decode
+from voiceagent.speech.audio import MulawStreamEncoder, ulaw_decode
 
 logger = logging.getLogger(__name__)
 
@@ -88,14 +88,18 @@ class AudioHookConsumer(LeanWebSocket):
         self.channel_index, self.channel_count = 0, 1
         self.frames_in = 0
         self.frames_ignored = 0
-        self.chunks_dropped = 0
         self._tasks: list[asyncio.Task] = []
         # agent audio -> wire
         self._encoders: dict[int, MulawStreamEncoder] = {}
-        self._chunker = FrameChunker(CHUNK_BYTES)
-        self._outbound: deque[bytes] = deque()
-        self._outbound_ready = asyncio.Event()
-        self._send_paused_until = 0.0  # the client asked us to slow down (error 429, retryAfter)
+        # paced 250 ms chunks, one of lead; a response's last chunk goes out short (mu-law needs no padding)
+        self._playback = PacedPlayback(
+            self._send_chunk,
+            frame_bytes=CHUNK_BYTES,
+            frame_ms=CHUNK_MS,
+            lead_frames=1,
+            max_frames=MAX_QUEUED_CHUNKS,
+            pad_byte=None,
+        )
 
     # --- connection ---------------------------------------------------------------------------------
     async def connect(self) -> None:
@@ -149,7 +153,7 @@ class AudioHookConsumer(LeanWebSocket):
             self.session_id or "-",
             self.frames_in,
             self.frames_ignored,
-            self.chunks_dropped,
+            self._playback.dropped,
         )
 
     # --- inbound ------------------------------------------------------------------------------------
@@ -229,7 +233,7 @@ class AudioHookConsumer(LeanWebSocket):
             ),
         )
         loop = asyncio.get_running_loop()
-        self._tasks += [loop.create_task(self._pump()), loop.create_task(self._play())]
+        self._tasks += [loop.create_task(self._pump()), loop.create_task(self._playback.run())]
 
     async def _on_ping(self, message: ClientMessage) -> None:
         await self._message("pong", {})
@@ -263,7 +267,7 @@ class AudioHookConsumer(LeanWebSocket):
         )
         retry = parse_duration(params.get("retryAfter"))
         if code == 429 and retry:  # back off, never drop the session
-            self._send_paused_until = time.monotonic() + min(retry, 30.0)
+            self._playback.paused_until = time.monotonic() + min(retry, 30.0)
 
     async def _on_paused(self, message: ClientMessage) -> None:
         logger.info("AudioHook %s: paused", self.session_id)
@@ -356,7 +360,7 @@ class AudioHookConsumer(LeanWebSocket):
         reason = conversation.close_reason
         if reason == ENDED_BY_AGENT:
             self._flush_audio()
-            await self._drained(timeout=30.0)
+            await self._playback.drained(timeout=30.0)
             await self._disconnect("completed", "the agent ended the conversation")
         else:
             await self._disconnect("error", f"the conversation ended: {reason}")
@@ -366,54 +370,20 @@ class AudioHookConsumer(LeanWebSocket):
         encoder = self._encoders.get(rate)
         if encoder is None:
             encoder = self._encoders[rate] = MulawStreamEncoder(rate)
-        self._enqueue(self._chunker.push(encoder.encode(np.frombuffer(pcm, dtype="<i2"))))
+        self._playback.push(encoder.encode(np.frombuffer(pcm, dtype="<i2")))
 
     def _flush_audio(self) -> None:
         for encoder in self._encoders.values():
-            self._enqueue(self._chunker.push(encoder.flush()))
-        rest = self._chunker.flush(pad_byte=None)
-        self._enqueue([rest] if rest else [])
-
-    def _enqueue(self, chunks: list[bytes]) -> None:
-        if not chunks:
-            return
-        for chunk in chunks:
-            if len(self._outbound) >= MAX_QUEUED_CHUNKS:
-                self._outbound.popleft()
-                self.chunks_dropped += 1
-            self._outbound.append(chunk)
-        self._outbound_ready.set()
+            self._playback.push(encoder.flush())
+        self._playback.flush()
 
     def _drop_playback(self) -> None:
-        self._outbound.clear()
-        self._chunker.clear()
+        self._playback.clear()
         for encoder in self._encoders.values():
             encoder.reset()
 
-    async def _play(self) -> None:
-        """Send queued agent audio in 250 ms chunks at real time (one chunk of lead)."""
-        pacer = Pacer(CHUNK_MS, lead_frames=1)
-        outbound, ready = self._outbound, self._outbound_ready
-        while True:
-            if not outbound:
-                ready.clear()
-                await ready.wait()
-                pacer.reset()
-                continue
-            pause = self._send_paused_until - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-                pacer.reset()
-                continue
-            await pacer.wait()
-            if outbound:  # a barge-in may have emptied it meanwhile
-                await self.send(bytes_data=outbound.popleft())
-
-    async def _drained(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                while self._outbound and not self._closed:
-                    await asyncio.sleep(CHUNK_MS / 1000)
+    async def _send_chunk(self, chunk: bytes) -> None:
+        await self.send(bytes_data=chunk)
 
     # --- outbound text ------------------------------------------------------------------------------
     async def _message(self, kind: str, parameters: dict[str, Any]) -> None:

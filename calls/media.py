@@ -29,7 +29,6 @@ import binascii
 import contextlib
 import json
 import logging
-from collections import deque
 from typing import Any
 
 import jwt
@@ -39,13 +38,14 @@ from django.conf import settings
 from calls import callmap
 from calls.asgi_ws import LeanWebSocket
 from calls.browser import envelope, event_payload
+from calls.playback import PacedPlayback
 from calls.relay import publish
 from calls.wsauth import query
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
 from voiceagent.conversation.events import Event
 from voiceagent.logging import session_id_var
-from voiceagent.speech.audio import FrameChunker, Pacer, StreamResampler
+from voiceagent.speech.audio import StreamResampler
 
 logger = logging.getLogger("calls.media")
 
@@ -208,16 +208,19 @@ class MediaStreamConsumer(LeanWebSocket):
         self.frames_bad = 0
         self.frames_binary = 0
         self.messages_malformed = 0
-        self.frames_dropped = 0
         self._warned: set[str] = set()
         self._tasks: list[asyncio.Task] = []
         self._pump_task: asyncio.Task | None = None
-        self._send_lock = asyncio.Lock()
-        # agent audio -> wire
+        # agent audio -> wire: 20 ms AudioData messages at real time, a few frames ahead
         self._resamplers: dict[int, StreamResampler] = {}
-        self._chunker = FrameChunker(self._frame_bytes())
-        self._outbound: deque[bytes] = deque()
-        self._outbound_ready = asyncio.Event()
+        self._playback = PacedPlayback(
+            self._send_frame,
+            frame_bytes=self._frame_bytes(),
+            frame_ms=FRAME_MS,
+            lead_frames=LEAD_FRAMES,
+            max_frames=MAX_QUEUED_FRAMES,
+            pad_byte=0,
+        )
         self._stopped_rid = 0  # audio of responses up to this id was cancelled (barge-in)
 
     def _frame_bytes(self) -> int:
@@ -235,7 +238,7 @@ class MediaStreamConsumer(LeanWebSocket):
         self.session_id = session_id
         session_id_var.set(session_id)
         self.rate = 24000 if engine_mode == "live" else 16000  # until AudioMetadata says otherwise
-        self._chunker = FrameChunker(self._frame_bytes())
+        self._playback.set_frame_bytes(self._frame_bytes())
         try:
             await self._start_conversation(engine_mode, scenario)
         except Exception as exc:
@@ -246,7 +249,7 @@ class MediaStreamConsumer(LeanWebSocket):
         await self._session_event("session_started", {"session_id": session_id, "transport": TRANSPORT})
         loop = asyncio.get_running_loop()
         self._pump_task = loop.create_task(self._pump(self.conversation))
-        self._tasks += [self._pump_task, loop.create_task(self._play())]
+        self._tasks += [self._pump_task, loop.create_task(self._playback.run())]
 
     async def _admit(self) -> tuple[str, str, str]:
         """Authenticate, count, find (or, for a simulator, create) the call's session."""
@@ -328,7 +331,7 @@ class MediaStreamConsumer(LeanWebSocket):
             self.frames_bad,
             self.frames_binary,
             self.messages_malformed,
-            self.frames_dropped,
+            self._playback.dropped,
         )
 
     def _release(self) -> None:
@@ -430,7 +433,7 @@ class MediaStreamConsumer(LeanWebSocket):
         if rate != self.rate:
             self.rate = rate
             self._resamplers.clear()
-            self._chunker = FrameChunker(self._frame_bytes())
+            self._playback.set_frame_bytes(self._frame_bytes())
 
     def _on_dtmf(self, body: Any) -> None:
         digits = _field(body, "data") if isinstance(body, dict) else None
@@ -502,7 +505,7 @@ class MediaStreamConsumer(LeanWebSocket):
         reason = conversation.close_reason or "closed"
         if reason == ENDED_BY_AGENT:
             self._flush_audio()
-            await self._drained(DRAIN_DEADLINE_S)
+            await self._playback.drained(DRAIN_DEADLINE_S)
             await self._finish(1000, "the agent ended the call", hang=True)
         else:
             logger.warning("media stream %s: the conversation ended: %s", self.session_id, reason)
@@ -522,67 +525,34 @@ class MediaStreamConsumer(LeanWebSocket):
                     self._warn_once("rate", f"agent audio at {rate} Hz cannot be resampled; dropped")
                     return
             samples = resampler.process(pcm)
-        self._enqueue(self._chunker.push(samples))
+        self._playback.push(samples)
 
     def _flush_audio(self) -> None:
         for resampler in self._resamplers.values():
-            self._enqueue(self._chunker.push(resampler.flush()))
-        rest = self._chunker.flush(pad_byte=0)
-        self._enqueue([rest] if rest else [])
-
-    def _enqueue(self, frames: list[bytes]) -> None:
-        if not frames:
-            return
-        for frame in frames:
-            if len(self._outbound) >= MAX_QUEUED_FRAMES:
-                self._outbound.popleft()
-                self.frames_dropped += 1
-            self._outbound.append(frame)
-        self._outbound_ready.set()
+            self._playback.push(resampler.flush())
+        self._playback.flush()
 
     def _drop_playback(self) -> None:
-        self._outbound.clear()
-        self._chunker.clear()
+        self._playback.clear()
         for resampler in self._resamplers.values():
             resampler.reset()
 
     async def _barge_in(self, response_id: int) -> None:
         """Nothing queued plays; the provider flushes what it holds. Dropped before sending, under the
-        send lock, so no frame of the cancelled response can follow the ``StopAudio``."""
+        playback lock, so no frame of the cancelled response can follow the ``StopAudio``."""
         self._stopped_rid = max(self._stopped_rid, response_id)
-        self._drop_playback()
-        async with self._send_lock:
+        async with self._playback.lock:
+            self._drop_playback()
             await self.send(text_data=STOP_AUDIO)
 
-    async def _play(self) -> None:
-        """Send queued agent audio in 20 ms messages at real time, a few frames ahead."""
-        pacer = Pacer(FRAME_MS, lead_frames=LEAD_FRAMES)
-        outbound, ready = self._outbound, self._outbound_ready
-        while not self._closed:
-            if not outbound:
-                ready.clear()
-                await ready.wait()
-                pacer.reset()
-                continue
-            await pacer.wait()
-            async with self._send_lock:
-                if outbound:  # a barge-in may have emptied it meanwhile
-                    frame = outbound.popleft()
-                    data = base64.b64encode(frame).decode()
-                    await self.send(
-                        text_data='{"kind":"AudioData","audioData":{"data":"' + data + '"},"stopAudio":null}'
-                    )
-
-    async def _drained(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                while self._outbound and not self._closed:
-                    await asyncio.sleep(FRAME_MS / 1000)
+    async def _send_frame(self, frame: bytes) -> None:
+        data = base64.b64encode(frame).decode()
+        await self.send(text_data='{"kind":"AudioData","audioData":{"data":"' + data + '"},"stopAudio":null}')
 
     # --- outbound text ------------------------------------------------------------------------------
     async def _send_json(self, message: dict[str, Any]) -> None:
         text = json.dumps(message, default=str)
-        async with self._send_lock:
+        async with self._playback.lock:
             await self.send(text_data=text)
 
     async def _session_event(self, name: str, payload: dict[str, Any]) -> None:

@@ -1,0 +1,117 @@
+"""Agent audio on its way to a telephony-style peer: cut into wire frames, queued, sent at real time.
+
+The phone media stream (20 ms PCM frames) and the contact-center bridge (250 ms mu-law frames)
+both hand the engine's audio to a peer that plays what it receives, so both need the same thing:
+frames of an exact size, a bounded queue (the oldest frame goes when it is full; counted), one
+task that sends at real time with a small lead (:class:`~voiceagent.speech.audio.Pacer`), a
+barge-in that drops everything queued, and a way to wait for the last words to play before
+hanging up. Codec and resampling stay with the transport (``push`` takes the wire's bytes).
+
+``lock`` is held while a frame is handed to the socket: a transport that must send a control
+message (``StopAudio``) after a barge-in takes it around :meth:`clear` and its send, so no frame
+of the cancelled response can slip in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from voiceagent.speech.audio import FrameChunker, Pacer
+
+__all__ = ["PacedPlayback"]
+
+
+class PacedPlayback:
+    def __init__(
+        self,
+        send: Callable[[bytes], Awaitable[None]],
+        *,
+        frame_bytes: int,
+        frame_ms: int,
+        lead_frames: int,
+        max_frames: int,
+        pad_byte: int | None,
+    ):
+        self._send = send
+        self._chunker = FrameChunker(frame_bytes)
+        self._frame_ms = frame_ms
+        self._lead_frames = lead_frames
+        self._max_frames = max_frames
+        self._pad_byte = pad_byte  # how a response's last partial frame is completed (None: sent short)
+        self._queue: deque[bytes] = deque()
+        self._ready = asyncio.Event()
+        self.lock = asyncio.Lock()
+        self.paused_until = 0.0  # time.monotonic() before which nothing is sent (the peer asked)
+        self.dropped = 0  # frames dropped because the queue was full
+        self.stopped = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def set_frame_bytes(self, frame_bytes: int) -> None:
+        """The wire's frame size changed (a new sample rate): what is buffered is dropped."""
+        self.clear()
+        self._chunker = FrameChunker(frame_bytes)
+
+    def push(self, data: bytes | np.ndarray) -> None:
+        """Wire-format audio of any length; complete frames are queued."""
+        self._enqueue(self._chunker.push(data))
+
+    def flush(self) -> None:
+        """The response is complete: its last partial frame is queued too."""
+        rest = self._chunker.flush(pad_byte=self._pad_byte)
+        if rest:
+            self._enqueue([rest])
+
+    def clear(self) -> None:
+        """Barge-in: nothing queued will be sent."""
+        self._queue.clear()
+        self._chunker.clear()
+
+    def _enqueue(self, frames: list[bytes]) -> None:
+        if not frames:
+            return
+        queue = self._queue
+        for frame in frames:
+            if len(queue) >= self._max_frames:
+                queue.popleft()
+                self.dropped += 1
+            queue.append(frame)
+        self._ready.set()
+
+    async def run(self) -> None:
+        """Send queued frames at real time until :meth:`stop` (one task per conversation)."""
+        pacer = Pacer(self._frame_ms, lead_frames=self._lead_frames)
+        queue, ready = self._queue, self._ready
+        while not self.stopped:
+            if not queue:
+                ready.clear()
+                await ready.wait()
+                pacer.reset()
+                continue
+            pause = self.paused_until - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+                pacer.reset()
+                continue
+            await pacer.wait()
+            async with self.lock:
+                if queue:  # a barge-in may have emptied it meanwhile
+                    await self._send(queue.popleft())
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._ready.set()
+
+    async def drained(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until everything queued has been sent."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self._queue and not self.stopped:
+                    await asyncio.sleep(self._frame_ms / 1000)

@@ -1,0 +1,94 @@
+"""PacedPlayback: exact wire frames, a bounded queue, barge-in, the peer's back-off, draining."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from calls.playback import PacedPlayback
+
+
+def playback(sent: list[bytes], **overrides) -> PacedPlayback:
+    async def send(frame: bytes) -> None:
+        sent.append(frame)
+
+    options = {"frame_bytes": 4, "frame_ms": 5, "lead_frames": 2, "max_frames": 100, "pad_byte": 0}
+    return PacedPlayback(send, **{**options, **overrides})
+
+
+async def test_audio_is_recut_into_frames_and_the_last_one_padded():
+    sent: list[bytes] = []
+    p = playback(sent)
+    task = asyncio.create_task(p.run())
+    p.push(b"abcdef")
+    p.push(b"gh" + b"ij")
+    p.flush()
+    await p.drained(2)
+    p.stop()
+    await task
+    assert sent == [b"abcd", b"efgh", b"ij\x00\x00"]
+
+
+async def test_unpadded_last_frame_goes_out_short():
+    sent: list[bytes] = []
+    p = playback(sent, pad_byte=None)
+    task = asyncio.create_task(p.run())
+    p.push(b"abcdef")
+    p.flush()
+    await p.drained(2)
+    p.stop()
+    await task
+    assert sent == [b"abcd", b"ef"]
+
+
+async def test_a_full_queue_drops_the_oldest_and_counts_it():
+    sent: list[bytes] = []
+    p = playback(sent, max_frames=3)
+    p.push(b"0000111122223333")  # four frames, room for three; nothing sends yet (no task)
+    assert len(p) == 3 and p.dropped == 1
+    task = asyncio.create_task(p.run())
+    await p.drained(2)
+    p.stop()
+    await task
+    assert sent == [b"1111", b"2222", b"3333"]
+
+
+async def test_barge_in_under_the_lock_lets_nothing_queued_follow():
+    sent: list[bytes] = []
+    p = playback(sent, frame_ms=20, lead_frames=0)
+    task = asyncio.create_task(p.run())
+    p.push(b"x" * 4 * 50)  # one second of frames
+    await asyncio.sleep(0.05)
+    async with p.lock:
+        p.clear()
+        sent.append(b"STOP")
+    await asyncio.sleep(0.1)
+    p.stop()
+    await task
+    assert sent[-1] == b"STOP" and 0 < len(sent) - 1 < 50
+
+
+async def test_the_peer_asking_to_slow_down_pauses_sending():
+    sent: list[bytes] = []
+    p = playback(sent)
+    p.paused_until = time.monotonic() + 3600
+    task = asyncio.create_task(p.run())
+    p.push(b"abcd")
+    await asyncio.sleep(0.05)
+    assert sent == []  # paused
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_new_frame_size_drops_what_was_buffered():
+    sent: list[bytes] = []
+    p = playback(sent)
+    p.push(b"abcdef")
+    p.set_frame_bytes(2)
+    assert len(p) == 0
+    p.push(b"wxyz")
+    task = asyncio.create_task(p.run())
+    await p.drained(2)
+    p.stop()
+    await task
+    assert sent == [b"wx", b"yz"]
