@@ -241,11 +241,14 @@ def pct(values: list[float], q: int) -> float:
     return round(statistics.quantiles(values, n=100)[q - 1], 3) if len(values) > 1 else float("nan")
 
 
-async def run_client(kind: str, port: int, sessions: int, seconds: float, gc_freeze: bool = False) -> dict:
+async def run_client(kind: str, port: int, sessions: int, seconds: float, gc_freeze: str = "startup") -> dict:
     loop = asyncio.get_running_loop()
     stats = Stats()
     probes: dict[int, Probe] = {}
     client = InstrumentedClient(make_client(kind, port), probes)
+    if gc_freeze == "startup":  # what the service does once its startup steps ran (lifecycle.py)
+        gc.collect()
+        gc.freeze()
     rng = random.Random(7)
     end_at = loop.time() + seconds
     slots: list[list[Caller]] = [[] for _ in range(FRAME_MS)]
@@ -256,7 +259,7 @@ async def run_client(kind: str, port: int, sessions: int, seconds: float, gc_fre
     tick = asyncio.create_task(ticker(stats, end_at))
     pace = asyncio.create_task(pacer(slots, end_at))
     await asyncio.sleep(4.0)  # all started (0-2 s) and connected, plus 2 s
-    if gc_freeze:
+    if gc_freeze == "sessions":
         gc.collect()
         gc.freeze()  # long-lived objects (sessions, SDK clients) out of the collector's scans
     stats.counting = True
@@ -267,7 +270,7 @@ async def run_client(kind: str, port: int, sessions: int, seconds: float, gc_fre
     done.set()
     await asyncio.gather(*tasks)
     await tick
-    if gc_freeze:
+    if gc_freeze != "off":
         gc.unfreeze()
     await client.close()
     return {
@@ -328,8 +331,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--gc-freeze",
-        action="store_true",
-        help="gc.freeze() once the sessions are up (a server start-up tuning)",
+        choices=("startup", "sessions", "off"),
+        default="startup",
+        help="startup: gc.freeze() before any session, as the service does after its startup steps "
+        "(default); sessions: once the 200 sessions are up (best case); off: never",
     )
     args = parser.parse_args()
     results: dict[str, dict] = {}

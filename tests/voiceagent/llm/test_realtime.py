@@ -297,11 +297,44 @@ async def test_the_public_sdk_send_paths_work_too(kind, peer):
     if kind == "voicelive":
         conn._send_str = None
     else:
-        conn._ws_send = None
+        conn._ws = conn._ws_send = None
     await conn.send_json('{"type": "input_audio_buffer.append", "audio": "AAAAAA=="}')
     await conn.send({"type": "response.create", "response": {"instructions": 'Say "Fallback."'}})
     events = await collect(conn)
     assert events[-1]["type"] == "response.done"
     assert [e["type"] for e in peer.received()][-2:] == ["input_audio_buffer.append", "response.create"]
+    await conn.close()
+    await client.close()
+
+
+async def test_openai_writes_frames_directly_and_waits_through_send_when_the_socket_pushes_back(peer):
+    """An open socket with room gets the frame written at once (no await inside); a paused one (its
+    write buffer is full) goes through websockets' send(), which waits for the drain; order holds."""
+    client = make_client("openai", peer.url)
+    conn = await client.connect(SESSION)
+    ws = conn._ws
+    assert ws is not None, "the websockets connection offers the direct write"
+    sent: list[str] = []
+    real_send = ws.send
+
+    async def recording_send(message, *args, **kwargs):
+        sent.append(message)
+        await real_send(message, *args, **kwargs)
+
+    ws.send = conn._ws_send = recording_send
+    first = '{"type": "input_audio_buffer.append", "audio": "AQA="}'
+    await conn.send_json(first)
+    assert sent == []  # written directly
+    ws.pause_writing()  # as the transport does when its buffer passes the high-water mark
+    second = asyncio.create_task(conn.send_json('{"type": "input_audio_buffer.append", "audio": "AgA="}'))
+    await asyncio.sleep(0.05)
+    assert len(sent) == 1 and not second.done()  # through send(), waiting for the drain
+    ws.resume_writing()
+    await asyncio.wait_for(second, 3)
+    await conn.send({"type": "response.create", "response": {"instructions": 'Say "Ordered."'}})
+    await collect(conn)
+    appends = [e["audio"] for e in peer.received("input_audio_buffer.append")]
+    assert appends[-2:] == ["AQA=", "AgA="]
+    assert peer.received()[-1]["type"] == "response.create"
     await conn.close()
     await client.close()
