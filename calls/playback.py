@@ -93,7 +93,13 @@ class PacedPlayback:
             if not queue:
                 ready.clear()
                 await ready.wait()
-                pacer.reset()
+                late = pacer.lateness()
+                if late is None or late > pacer.frame_s:
+                    # The queue ran dry for more than a frame past the schedule: a new response, or
+                    # the source fell behind and the peer has played everything. A new schedule,
+                    # with its lead, refills the peer's buffer. Otherwise (a source faster than real
+                    # time, between its deltas) the schedule holds: no burst.
+                    pacer.reset()
                 continue
             pause = self.paused_until - time.monotonic()
             if pause > 0:

@@ -92,3 +92,26 @@ async def test_a_new_frame_size_drops_what_was_buffered():
     p.stop()
     await task
     assert sent == [b"wx", b"yz"]
+
+
+async def test_a_source_faster_than_real_time_is_still_paced():
+    """The realtime API streams small deltas faster than real time: the queue runs dry between them
+    while the schedule is ahead, and that must not restart the schedule (it sent every frame at once)."""
+    loop = asyncio.get_running_loop()
+    sent: list[float] = []
+
+    async def send(frame: bytes) -> None:
+        sent.append(loop.time())
+
+    p = PacedPlayback(send, frame_bytes=100, frame_ms=100, lead_frames=1, max_frames=100, pad_byte=None)
+    task = asyncio.create_task(p.run())
+    for _ in range(10):  # 6 frames' worth arriving within ~0.1 s, in 60-byte pieces
+        p.push(b"x" * 60)
+        await asyncio.sleep(0.01)
+    await p.drained(3)
+    p.stop()
+    await task
+    gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
+    assert len(sent) == 6
+    assert gaps[0] < 0.05  # the first frame and its lead go out together
+    assert all(gap > 0.08 for gap in gaps[1:]), gaps  # then one every 100 ms, not as they arrived

@@ -479,6 +479,14 @@ class Pacer:
             return None
         return self._start + (n - self.lead_frames) * self.frame_s
 
+    def lateness(self) -> float | None:
+        """How late (s) the next frame already is, counted from its deadline or, for lead frames
+        (due before the start on purpose), from the start; None before the first wait()."""
+        if self._start is None:
+            return None
+        due = self._start + (self._n - self.lead_frames) * self.frame_s
+        return self._now() - max(due, self._start)
+
     def reset(self) -> None:
         """Start a new schedule (barge-in, new response, or resuming after silence)."""
         self._start = None
@@ -493,8 +501,9 @@ class Pacer:
         delay = due - now
         if delay > 0:
             await self._sleep(delay)
-        elif self.max_lag_s is not None and -delay > self.max_lag_s:
-            # Too far behind: make this frame due now and carry on from here.
+        elif self.max_lag_s is not None and now - max(due, self._start) > self.max_lag_s:
+            # Too far behind: make this frame due now and carry on from here. (Lead frames are due
+            # before the schedule's start on purpose; only lateness past the start counts.)
             self._start = now - (self._n - self.lead_frames) * self.frame_s
         self._n += 1
 

@@ -500,6 +500,17 @@ async def test_pacer_lead_frames_and_real_loop_clock():
         Pacer(0)
 
 
+async def test_pacer_lead_is_kept_when_a_frame_is_longer_than_the_lag_bound():
+    """250 ms frames (AudioHook) with one frame of lead: the lead frame is not "lag" to re-base on."""
+    clock = FakeClock(overshoot=0.0)
+    pacer = Pacer(250, lead_frames=1, clock=clock, sleep=clock.sleep)  # max_lag 200 ms < 250 ms
+    released = []
+    for _ in range(4):
+        await pacer.wait()
+        released.append(round(clock.now - 1000.0, 3))
+    assert released == [0.0, 0.0, 0.25, 0.5]
+
+
 # --------------------------------------------------------------------------------------------------
 # Levels and test signals
 # --------------------------------------------------------------------------------------------------
