@@ -21,18 +21,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+from harness import noise_frame, voice_frame  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 
 FRAME_MS, RATE, SILENCE_MS = 20, 16000, 400
-N = RATE * FRAME_MS // 1000
-_t = np.arange(N) / RATE
-VOICE = (np.sin(2 * np.pi * 220 * _t) * 6000 + np.sin(2 * np.pi * 660 * _t) * 3000).astype("<i2").tobytes()
-NOISE = (np.random.default_rng(1).standard_normal(N) * 30).astype("<i2").tobytes()
+VOICE, NOISE = voice_frame(RATE, FRAME_MS), noise_frame(RATE, FRAME_MS)
 
 
 by_turn: dict[int, list[float]] = {}

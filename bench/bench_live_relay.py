@@ -48,6 +48,7 @@ import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from harness import start_realtime_peer  # noqa: E402
 
 from voiceagent.conversation.live import APPEND_HEAD, LiveConfig, LiveConversation  # noqa: E402
 from voiceagent.conversation.session import InMemorySessionStore  # noqa: E402
@@ -288,35 +289,6 @@ async def run_client(kind: str, port: int, sessions: int, seconds: float, gc_fre
     }
 
 
-def start_peer(processes: int, nice: int = 0) -> tuple[subprocess.Popen, int]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    peer = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "tests" / "support" / "realtime_peer.py"),
-            "--api-key",
-            KEY,
-            "--processes",
-            str(processes),
-            "--chunks",
-            "10",
-            "--chunk-ms",
-            "100",
-            "--interval",
-            "0.1",
-        ],
-        stdout=subprocess.PIPE,
-        env=env,
-        text=True,
-        preexec_fn=(lambda: os.nice(nice)) if nice else None,  # the measured loop goes first
-    )
-    line = peer.stdout.readline().strip() if peer.stdout else ""
-    if not line.startswith("READY "):
-        peer.kill()
-        raise RuntimeError(f"realtime peer did not start: {line!r}")
-    return peer, int(line.split()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=200)
@@ -339,7 +311,9 @@ def main() -> None:
     args = parser.parse_args()
     results: dict[str, dict] = {}
     for kind in [k.strip() for k in args.clients.split(",") if k.strip()]:
-        peer, port = start_peer(args.peer_processes, args.peer_nice)
+        peer, port = start_realtime_peer(
+            KEY, chunks=10, chunk_ms=100, interval=0.1, processes=args.peer_processes, nice=args.peer_nice
+        )
         try:
             coro = run_client(kind, port, args.sessions, args.seconds, args.gc_freeze)
             # uvicorn runs the service on uvloop: measure on the same loop (--asyncio-loop: stdlib)

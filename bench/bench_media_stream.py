@@ -37,18 +37,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+from harness import noise_frame, server_problems, voice_frame  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 
 FRAME_MS, RATE, SILENCE_MS = 20, 16000, 400
-N = RATE * FRAME_MS // 1000
-_t = np.arange(N) / RATE
-VOICE = (np.sin(2 * np.pi * 220 * _t) * 6000 + np.sin(2 * np.pi * 660 * _t) * 3000).astype("<i2").tobytes()
-NOISE = (np.random.default_rng(1).standard_normal(N) * 30).astype("<i2").tobytes()
+VOICE, NOISE = voice_frame(RATE, FRAME_MS), noise_frame(RATE, FRAME_MS)
 VOICE_B64 = base64.b64encode(VOICE).decode()
 NOISE_B64 = base64.b64encode(NOISE).decode()
 LEAD_FRAMES = 3  # calls.media.LEAD_FRAMES: these frames follow the first one at once
@@ -68,7 +65,7 @@ def metadata(call: int) -> str:
                 "encoding": "PCM",
                 "sampleRate": RATE,
                 "channels": 1,
-                "length": N * 2,
+                "length": len(VOICE),
             },
         }
     )
@@ -195,24 +192,6 @@ def pct(values: list[float], p: int) -> float | None:
     if len(values) == 1:
         return round(values[0], 2)
     return round(statistics.quantiles(values, n=100, method="inclusive")[p - 1], 2)
-
-
-EXPECTED_LOG = ("API authentication is OFF",)  # the development-mode notice at startup
-
-
-def server_problems(log: Path) -> list[str]:
-    """Distinct WARNING/ERROR lines (and tracebacks) the server logged, with counts."""
-    counts: collections.Counter[str] = collections.Counter()
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return []
-    for line in text.splitlines():
-        if any(level in line for level in ("WARNING", "ERROR", "CRITICAL", "Traceback")) and not any(
-            notice in line for notice in EXPECTED_LOG
-        ):
-            counts[line.strip()[:160]] += 1
-    return [f"server log: {line} (x{n})" for line, n in counts.most_common(10)]
 
 
 def main() -> None:
