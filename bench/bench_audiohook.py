@@ -61,7 +61,6 @@ import collections
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,7 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 from audiohook_client import ORG, AudioHookClient, over_websockets  # noqa: E402
-from harness import server_problems, start_realtime_peer  # noqa: E402
+from harness import pct, server_problems, start_realtime_peer  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 
 from voiceagent.speech.audio import ulaw_encode  # noqa: E402
@@ -378,14 +377,6 @@ def server_env(tmp: Path, kind: str, peer_port: int, sessions: int) -> dict[str,
             REALTIME_PROVIDER="openai", OPENAI_BASE_URL=f"{base}/v1", OPENAI_API_KEY=KEY, OPENAI_MODEL=MODEL
         )
     return env
-
-
-def pct(values: list[float], p: int) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return round(values[0], 2)
-    return round(statistics.quantiles(values, n=100, method="inclusive")[p - 1], 2)
 
 
 def stop(proc: subprocess.Popen | None) -> None:

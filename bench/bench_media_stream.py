@@ -31,7 +31,6 @@ import base64
 import collections
 import json
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from harness import noise_frame, server_problems, voice_frame  # noqa: E402
+from harness import noise_frame, pct, server_problems, voice_frame  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 
 FRAME_MS, RATE, SILENCE_MS = 20, 16000, 400
@@ -184,14 +183,6 @@ async def run(base: str, calls: int, turns: int) -> Results:
         )
     )
     return res
-
-
-def pct(values: list[float], p: int) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return round(values[0], 2)
-    return round(statistics.quantiles(values, n=100, method="inclusive")[p - 1], 2)
 
 
 def main() -> None:

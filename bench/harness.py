@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED_LOG = ("API authentication is OFF",)  # the development-mode notice at startup
+
+
+def pct(values: list[float], p: int) -> float | None:
+    """The p-th percentile (inclusive method) rounded to 0.01; None without values."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 2)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[p - 1], 2)
 
 
 def voice_frame(rate: int, frame_ms: int = 20) -> bytes:
