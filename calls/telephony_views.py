@@ -347,6 +347,20 @@ def _event_array(body: Any, what: str) -> list[dict[str, Any]]:
     return body
 
 
+def _event_data(event: dict[str, Any], where: str) -> dict[str, Any]:
+    data = event.get("data")
+    if not isinstance(data, dict):
+        raise _bad(f"{where}.data must be an object")
+    return data
+
+
+def _req_str(obj: dict[str, Any], key: str, where: str, limit: int) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise _bad(f"{where}.{key} must be a non-empty string")
+    return value
+
+
 def _opt_str(data: dict[str, Any], key: str, where: str, limit: int = 512) -> str:
     value = data.get(key)
     if value is None:
@@ -375,19 +389,11 @@ def _caller_number(identifier: Any, where: str) -> str:
 
 
 def _validation_code(event: dict[str, Any], where: str) -> str:
-    data = event.get("data")
-    if not isinstance(data, dict):
-        raise _bad(f"{where}.data must be an object")
-    code = data.get("validationCode")
-    if not isinstance(code, str) or not code or len(code) > 512:
-        raise _bad(f"{where}.data.validationCode must be a non-empty string")
-    return code
+    return _req_str(_event_data(event, where), "validationCode", f"{where}.data", 512)
 
 
 def _incoming_call(event: dict[str, Any], where: str) -> dict[str, str]:
-    data = event.get("data")
-    if not isinstance(data, dict):
-        raise _bad(f"{where}.data must be an object")
+    data = _event_data(event, where)
     context = data.get("incomingCallContext")
     if not isinstance(context, str) or not context.strip() or len(context) > 100_000:
         raise _bad(f"{where}.data.incomingCallContext must be a non-empty string")
@@ -471,15 +477,8 @@ def _cloud_events(body: Any) -> list[dict[str, Any]]:
         if event.get("specversion") != "1.0":
             raise _bad(f'{where}.specversion must be "1.0"')
         for key in ("id", "source", "type"):
-            value = event.get(key)
-            if not isinstance(value, str) or not value or len(value) > 1024:
-                raise _bad(f"{where}.{key} must be a non-empty string")
-        data = event.get("data")
-        if not isinstance(data, dict):
-            raise _bad(f"{where}.data must be an object")
-        cid = data.get("callConnectionId")
-        if not isinstance(cid, str) or not cid or len(cid) > 200:
-            raise _bad(f"{where}.data.callConnectionId must be a non-empty string")
+            _req_str(event, key, where, 1024)
+        _req_str(_event_data(event, where), "callConnectionId", f"{where}.data", 200)
     return events
 
 
