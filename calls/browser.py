@@ -28,7 +28,7 @@ from django.conf import settings
 
 from agents_app.sessions import db_call
 from calls.asgi_ws import LeanWebSocket
-from calls.relay import AudioRelayFlag, publish
+from calls.relay import AudioRelayFlag, end_if_live, publish
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import ENDED_BY_AGENT
@@ -164,7 +164,9 @@ class BrowserConversationConsumer(LeanWebSocket):
         session_id_var.set(self.session_id)
         self.audio_flag = AudioRelayFlag(self.session_id)
         self.idle_task = asyncio.get_running_loop().create_task(self._idle_watchdog())
-        await self.send_message("event", {"name": "session_started", "session_id": self.session_id})
+        await self.send_message(
+            "event", {"name": "session_started", "session_id": self.session_id, "transport": self.transport}
+        )
 
     async def disconnect(self, code: int) -> None:
         for task in (self.idle_task,):
@@ -172,6 +174,7 @@ class BrowserConversationConsumer(LeanWebSocket):
                 task.cancel()
         await self._stop_conversation(reason="disconnected")
         self._release()
+        await end_if_live(self.channel_layer, self.session_id, f"disconnected ({code})")
 
     def _release(self) -> None:
         if self.registered:
@@ -430,7 +433,13 @@ class BrowserConversationConsumer(LeanWebSocket):
         session_id_var.set(self.session_id)
         self.audio_flag = AudioRelayFlag(self.session_id)
         await self.send_message(
-            "event", {"name": "session_started", "session_id": self.session_id, "previous_session_id": old}
+            "event",
+            {
+                "name": "session_started",
+                "session_id": self.session_id,
+                "previous_session_id": old,
+                "transport": self.transport,
+            },
         )
 
     async def _pump(self, conversation) -> None:

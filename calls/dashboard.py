@@ -1,5 +1,9 @@
 """``/api/v1/browser/dashboard/relay[?session_id=&audio=1]``: live server messages of one session
-or of all sessions, from any worker process (channel-layer groups, see :mod:`calls.relay`)."""
+or of all sessions, from any worker process (channel-layer groups, see :mod:`calls.relay`).
+
+On connect, after ``relay_connected`` (whose ``live_sessions`` says how many follow), a dashboard is
+sent one ``session_started`` event marked ``snapshot: true`` per conversation already live on any
+worker (:mod:`calls.live`), so it can list conversations that began before it opened."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import time
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from calls.browser import LeanDispatchMixin
+from calls.live import live_sessions, snapshot_message
 from calls.relay import ALL_GROUP, AUDIO_FLAG_TTL, mark_audio_wanted, session_group
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
@@ -37,16 +42,24 @@ class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         tracker.opened("dashboard")
         if session_id and params.get("audio") == "1":
             self.refresher = asyncio.get_running_loop().create_task(self._want_audio(session_id))
+        # joined the group first: a session starting meanwhile is in the snapshot or relayed after it
+        live = await live_sessions.live(session_id)
         await self.send(
             text_data=json.dumps(
                 {
                     "type": "event",
-                    "payload": {"name": "relay_connected", "session_id": session_id},
+                    "payload": {
+                        "name": "relay_connected",
+                        "session_id": session_id,
+                        "live_sessions": len(live),
+                    },
                     "session_id": session_id,
                     "ts": round(time.time(), 3),
                 }
             )
         )
+        for entry in live:
+            await self.send(text_data=json.dumps(snapshot_message(entry), default=str))
 
     async def _want_audio(self, session_id: str) -> None:
         while True:

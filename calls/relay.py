@@ -4,6 +4,9 @@ Groups: ``dashboard`` (every session) and ``session.<id>`` (one session). Audio 
 (50 per second per conversation), so they go only to the per-session group and only while a
 dashboard follows that session with ``audio=1``: the follower marks the session in the shared
 cache (TTL refreshed while it is connected) and the sender checks the mark at most once a second.
+
+Every message bound for all dashboards also passes :data:`calls.live.live_sessions`, the registry
+of live sessions that a dashboard is sent when it connects.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import time
 from typing import Any
 
 from django.core.cache import cache
+
+from calls.live import live_sessions
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +65,8 @@ async def publish(channel_layer, message: dict[str, Any], *, dashboards: bool = 
     ``dashboards``). The relay must never break a conversation: failures are logged, not raised."""
     if channel_layer is None:
         return
+    if dashboards and live_sessions.observe(message):
+        await live_sessions.flush()  # before the relay: a dashboard opening next lists it
     event = relay_event(message)
     try:
         await channel_layer.group_send(session_group(message["session_id"]), event)
@@ -67,3 +74,16 @@ async def publish(channel_layer, message: dict[str, Any], *, dashboards: bool = 
             await channel_layer.group_send(ALL_GROUP, event)
     except Exception as exc:
         logger.warning("dashboard relay failed: %s", exc)
+
+
+async def end_if_live(channel_layer, session_id: str, reason: str) -> None:
+    """Tell the dashboards that a session this process still lists as live has ended (a socket
+    that went away without its own ``session_ended``)."""
+    if session_id and live_sessions.is_live(session_id):
+        message = {
+            "type": "event",
+            "payload": {"name": "session_ended", "reason": reason, "session_id": session_id},
+            "session_id": session_id,
+            "ts": round(time.time(), 3),
+        }
+        await publish(channel_layer, message)

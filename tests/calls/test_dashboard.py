@@ -76,3 +76,36 @@ async def test_dashboard_bad_session_id(fake_runtime):
     comm = await open_ws("/api/v1/browser/dashboard/relay?session_id=no%20spaces")
     out = await comm.receive_output(2)
     assert out["type"] == "websocket.close" and out["code"] == 1008
+
+
+async def test_dashboard_opened_mid_conversation_is_sent_the_live_sessions(fake_runtime):
+    from calls.live import live_sessions
+
+    live_sessions.reset()  # sessions an earlier test left open are not this test's
+    browser = await open_ws("/api/v1/browser/conversation?session_id=live-1")
+    await browser.send_to(text_data=msg("text", text="hello"))
+    await collect(browser, lambda m: m["type"] == "response" and m["payload"]["final"])
+
+    everything = await open_ws("/api/v1/browser/dashboard/relay")
+    connected = json.loads(await everything.receive_from())
+    assert connected["payload"]["name"] == "relay_connected" and connected["payload"]["live_sessions"] == 1
+    snapshot = json.loads(await everything.receive_from())
+    assert set(snapshot) == {"type", "payload", "session_id", "ts"}
+    assert snapshot["type"] == "event" and snapshot["session_id"] == "live-1"
+    payload = snapshot["payload"]
+    assert payload["name"] == "session_started" and payload["snapshot"] is True
+    assert (payload["session_id"], payload["transport"]) == ("live-1", "browser")
+    assert payload["agent"] and isinstance(payload["started_ts"], float)
+
+    only_other = await open_ws("/api/v1/browser/dashboard/relay?session_id=someone-else")
+    assert json.loads(await only_other.receive_from())["payload"]["live_sessions"] == 0
+    assert await only_other.receive_nothing(0.2)
+
+    await browser.disconnect()  # the tab closes: dashboards are told, the session is no longer live
+    ended = await collect(everything, lambda m: m["payload"].get("name") == "session_ended")
+    assert ended[-1]["session_id"] == "live-1"
+    later = await open_ws("/api/v1/browser/dashboard/relay")
+    assert json.loads(await later.receive_from())["payload"]["live_sessions"] == 0
+    assert await later.receive_nothing(0.2)
+    for comm in (everything, only_other, later):
+        await comm.disconnect()

@@ -13,7 +13,10 @@ from servers import base_env, free_port, migrate, start, wait_http
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
 
-async def test_dashboard_on_worker_a_sees_conversation_on_worker_b(tmp_path):
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory):
+    """Two uvicorn processes on one Redis and one database: (worker a, worker b) WebSocket bases."""
+    tmp_path = tmp_path_factory.mktemp("multiprocess")
     env = base_env(
         tmp_path,
         CACHE_HOST="127.0.0.1",
@@ -28,26 +31,61 @@ async def test_dashboard_on_worker_a_sees_conversation_on_worker_b(tmp_path):
     procs = [start("uvicorn", port, env, tmp_path / f"w{i}.log") for i, port in enumerate(ports)]
     try:
         for port in ports:
-            await asyncio.to_thread(wait_http, f"http://127.0.0.1:{port}/api/v1/ready", 30, 200)
-        session = f"mp-{uuid.uuid4().hex[:8]}"
-        a, b = (f"ws://127.0.0.1:{p}/api/v1" for p in ports)
-        async with (
-            websockets.connect(f"{a}/browser/dashboard/relay?session_id={session}") as dashboard,
-            websockets.connect(f"{b}/browser/conversation?session_id={session}") as browser,
-        ):
-            assert json.loads(await dashboard.recv())["payload"]["name"] == "relay_connected"
-            await browser.send(json.dumps({"type": "config", "payload": {"scenario": "banking"}}))
-            await browser.send(json.dumps({"type": "text", "payload": {"text": "i lost my card"}}))
-            seen = []
-            async with asyncio.timeout(20):
-                while not any(m["type"] == "event" and m["payload"].get("name") == "handoff" for m in seen):
-                    seen.append(json.loads(await dashboard.recv()))
-            assert any(m["type"] == "transcript" and m["payload"]["text"] == "i lost my card" for m in seen)
-            assert all(m["session_id"] == session for m in seen)
-            handoff = seen[-1]["payload"]
-            assert (handoff["from"], handoff["to"]) == ("concierge", "auth_agent")
+            wait_http(f"http://127.0.0.1:{port}/api/v1/ready", 30, 200)
+        yield tuple(f"ws://127.0.0.1:{p}/api/v1" for p in ports)
     finally:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             proc.wait(20)
+
+
+async def until(ws, predicate, timeout: float = 20) -> list[dict]:
+    seen: list[dict] = []
+    async with asyncio.timeout(timeout):
+        while not (seen and predicate(seen[-1])):
+            seen.append(json.loads(await ws.recv()))
+    return seen
+
+
+async def test_dashboard_on_worker_a_sees_conversation_on_worker_b(workers):
+    a, b = workers
+    session = f"mp-{uuid.uuid4().hex[:8]}"
+    async with (
+        websockets.connect(f"{a}/browser/dashboard/relay?session_id={session}") as dashboard,
+        websockets.connect(f"{b}/browser/conversation?session_id={session}") as browser,
+    ):
+        assert json.loads(await dashboard.recv())["payload"]["name"] == "relay_connected"
+        await browser.send(json.dumps({"type": "config", "payload": {"scenario": "banking"}}))
+        await browser.send(json.dumps({"type": "text", "payload": {"text": "i lost my card"}}))
+        seen = await until(
+            dashboard, lambda m: m["type"] == "event" and m["payload"].get("name") == "handoff"
+        )
+        assert any(m["type"] == "transcript" and m["payload"]["text"] == "i lost my card" for m in seen)
+        assert all(m["session_id"] == session for m in seen)
+        handoff = seen[-1]["payload"]
+        assert (handoff["from"], handoff["to"]) == ("concierge", "auth_agent")
+
+
+async def test_dashboard_opened_on_worker_a_lists_a_conversation_already_live_on_worker_b(workers):
+    a, b = workers
+    session = f"mp-live-{uuid.uuid4().hex[:8]}"
+    snapshot = lambda m: m["payload"].get("snapshot") and m["session_id"] == session  # noqa: E731
+    async with websockets.connect(f"{b}/browser/conversation?session_id={session}") as browser:
+        await browser.send(json.dumps({"type": "config", "payload": {"scenario": "banking"}}))
+        await browser.send(json.dumps({"type": "text", "payload": {"text": "hello"}}))
+        await until(browser, lambda m: m["type"] == "response" and m["payload"]["final"])
+        async with websockets.connect(f"{a}/browser/dashboard/relay") as dashboard:
+            connected = json.loads(await dashboard.recv())
+            assert connected["payload"]["name"] == "relay_connected"
+            assert connected["payload"]["live_sessions"] >= 1
+            found = (await until(dashboard, snapshot, timeout=5))[-1]
+            assert found["type"] == "event" and found["payload"]["name"] == "session_started"
+            assert (found["payload"]["transport"], found["payload"]["agent"]) == ("browser", "concierge")
+            await browser.close()
+            await until(
+                dashboard,
+                lambda m: m["payload"].get("name") == "session_ended" and m["session_id"] == session,
+            )
+    async with websockets.connect(f"{a}/browser/dashboard/relay?session_id={session}") as later:
+        assert json.loads(await later.recv())["payload"]["live_sessions"] == 0
