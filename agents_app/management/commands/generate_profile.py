@@ -3,13 +3,13 @@
 import datetime as dt
 import json
 
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from agents_app.models import DemoProfile
+from voiceagent.management.base import ProjectCommand
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Generate a demo customer profile, store it for 24 h and print it as JSON."
 
     def add_arguments(self, parser):

@@ -2,14 +2,16 @@
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from agents_app.catalog import FIXTURES_ROOT, builtin_tool_names, mcp_server_names
 from agents_app.definitions import load_definitions
+from voiceagent.management.base import ProjectCommand
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Validate agent and scenario definition files; print every problem; exit 1 on any error."
+    needs_database = False  # runtime MCP servers are read when the table exists
 
     def add_arguments(self, parser):
         parser.add_argument(

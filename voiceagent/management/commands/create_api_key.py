@@ -1,11 +1,10 @@
 """``manage.py create_api_key <name>``: print a new API key once; only its hash is stored."""
 
-from django.core.management.base import BaseCommand
-
+from voiceagent.management.base import ProjectCommand
 from voiceagent.models import ApiKey
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Create an API key for a client. The key is printed once and stored only as a hash."
 
     def add_arguments(self, parser):
