@@ -14,6 +14,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from voiceagent.servers_compat import fit_close_reason
+
 
 class LeanWebSocket:
     def __init__(self, scope: dict, receive, send):
@@ -74,4 +76,7 @@ class LeanWebSocket:
         if self._closed:
             return
         self._closed = True
-        await self._send({"type": "websocket.close", "code": code or 1000, "reason": reason or ""})
+        # a reason over 123 bytes is an error under uvicorn (websockets): cut it
+        await self._send(
+            {"type": "websocket.close", "code": code or 1000, "reason": fit_close_reason(reason)}
+        )

@@ -7,6 +7,7 @@ from bridge.consumer import AudioHookConsumer
 from calls.browser import BrowserConversationConsumer
 from calls.dashboard import DashboardRelayConsumer
 from calls.media import MediaStreamConsumer
+from voiceagent.servers_compat import fit_close_reason
 
 
 class UnknownPathConsumer(AsyncWebsocketConsumer):
@@ -14,7 +15,7 @@ class UnknownPathConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         await self.accept()
-        await self.close(code=4404, reason=f"no WebSocket endpoint at {self.scope['path'][:100]}")
+        await self.close(code=4404, reason=fit_close_reason(f"no WebSocket endpoint at {self.scope['path']}"))
 
 
 websocket_urlpatterns = [
