@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import wave
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,10 @@ def spoken_wav(path: Path, text: str, lead_s: float = 1.0, tail_s: float = 5.0) 
     return path
 
 
-@pytest.fixture
-def service(tmp_path):
-    env = base_env(tmp_path, STT_POOL_SIZE="1", TTS_POOL_SIZE="2", LOG_LEVEL="INFO")
+@contextmanager
+def running_service(tmp_path: Path, **extra: str):
+    """The real service under uvicorn on the offline providers; its log is kept in ARTIFACTS."""
+    env = base_env(tmp_path, STT_POOL_SIZE="1", TTS_POOL_SIZE="2", LOG_LEVEL="INFO", **extra)
     migrate(env)
     port = free_port()
     proc = start("uvicorn", port, env, tmp_path / "server.log")
@@ -41,34 +43,58 @@ def service(tmp_path):
         proc.terminate()
         proc.wait(20)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(tmp_path / "server.log", ARTIFACTS / "server.log")
+        shutil.copy(tmp_path / "server.log", ARTIFACTS / f"server-{tmp_path.name}.log")
+
+
+@pytest.fixture
+def service(tmp_path):
+    with running_service(tmp_path) as url:
+        yield url
+
+
+API_KEY = "browser-e2e-key-0123456789"
+
+
+@pytest.fixture
+def keyed_service(tmp_path):
+    """In development, but with an API key configured: every API call and socket needs it."""
+    with running_service(tmp_path, API_KEYS=API_KEY) as url:
+        yield url
+
+
+def launch(pw, wav: Path | None = None):
+    assert Path(CHROMIUM).exists(), "chromium is missing: scripts/test installs it (apt package chromium)"
+    microphone = (
+        ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"]
+        + [f"--use-file-for-fake-audio-capture={wav}"]
+        if wav
+        else []
+    )
+    return pw.chromium.launch(
+        executable_path=CHROMIUM,
+        headless=True,
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            *microphone,
+            "--autoplay-policy=no-user-gesture-required",
+        ],
+    )
 
 
 def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    assert Path(CHROMIUM).exists(), "chromium is missing: scripts/test installs it (apt package chromium)"
     wav = spoken_wav(tmp_path / "caller.wav", "i lost my card please help")
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={wav}",
-                "--autoplay-policy=no-user-gesture-required",
-            ],
-        )
+        browser = launch(pw, wav)
         page = browser.new_page()
         console: list[str] = []
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
@@ -109,6 +135,60 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "failure.png"), full_page=True)
             (ARTIFACTS / "console.log").write_text("\n".join(console))
+            raise
+        finally:
+            browser.close()
+
+
+def test_with_an_api_key_the_pages_ask_for_it_then_work(keyed_service):
+    """Finding 11.3: the page and the dashboard said nothing and did nothing once a key existed;
+    finding 11.4: a dashboard opened after a conversation started did not list it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page()
+        try:
+            page.goto(keyed_service + "/")
+            expect(page.locator("#key-form")).to_be_visible()
+            expect(page.locator("#key-message")).to_contain_text("needs an API key")
+            expect(page.locator("#scenario")).to_contain_text("API key needed")
+            page.locator("#text").fill("hello")
+            page.keyboard.press("Enter")
+            expect(page.locator("#notice")).to_contain_text("Not connected")
+            page.screenshot(path=str(ARTIFACTS / "key-prompt.png"), full_page=True)
+
+            page.get_by_role("textbox", name="API key").fill(API_KEY)
+            page.get_by_role("button", name="Use this key").click()
+            expect(page.locator("#key-form")).to_be_hidden()
+            expect(page.locator("#scenario option[value=banking]")).to_have_count(1)
+            page.select_option("#scenario", "banking")
+            page.locator("#text").fill("i lost my card")
+            page.keyboard.press("Enter")
+            expect(page.locator("#transcript li.user")).to_contain_text("i lost my card", timeout=15_000)
+            expect(page.locator("#transcript li.agent")).not_to_have_count(0, timeout=15_000)
+            session = page.locator("#session").inner_text()
+            assert page.evaluate("localStorage.getItem('voiceagent.apikey')") == API_KEY
+
+            # a dashboard opened now, in a fresh profile without the key
+            other = browser.new_context()
+            dashboard = other.new_page()
+            dashboard.goto(keyed_service + "/dashboard")
+            expect(dashboard.locator("#relay-state")).to_contain_text("(1008): unauthorized")
+            expect(dashboard.locator("#key-form")).to_be_visible()
+            dashboard.get_by_role("textbox", name="API key").fill(API_KEY)
+            dashboard.get_by_role("button", name="Use this key").click()
+            expect(dashboard.locator("#relay-state")).to_have_text("Connected", timeout=10_000)
+            listed = dashboard.get_by_role("button", name=f"Follow session {session}")
+            expect(listed).to_have_count(1, timeout=10_000)
+            expect(dashboard.locator("#sessions li")).to_contain_text("browser")
+            dashboard.screenshot(path=str(ARTIFACTS / "dashboard-snapshot.png"), full_page=True)
+
+            page.close()  # the conversation ends: the dashboard drops it
+            expect(listed).to_have_count(0, timeout=10_000)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "key-failure.png"), full_page=True)
             raise
         finally:
             browser.close()

@@ -2,8 +2,9 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { ws: null, mic: null, player: new PcmPlayer(), sessionId: localStorage.getItem("voiceagent.session") || "",
-                agent: "", micOn: false, pendingConfig: null };
+const state = { ws: null, live: false, mic: null, player: new PcmPlayer(),
+                sessionId: localStorage.getItem("voiceagent.session") || "", agent: "", micOn: false,
+                pending: [] };  // typed while not connected: sent once the session has started
 window.__voice = { get chunksPlayed() { return state.player.chunksPlayed; }, received: { audio: 0 }, state };
 
 function line(list, cls, who, text) {
@@ -17,23 +18,49 @@ function line(list, cls, who, text) {
 }
 
 function showError(message) { $("error").textContent = message || ""; }
+function notice(message) { $("notice").textContent = message || ""; }
+
+const keys = keyPrompt(() => {
+  showError(""); notice("");
+  loadScenarios();
+  if (state.ws) { state.ws.replaced = true; state.ws.close(1000, "new API key"); }
+});
 
 function connect() {
   const ws = new WebSocket(wsUrl("/api/v1/browser/conversation", { session_id: state.sessionId }));
   ws.binaryType = "arraybuffer";
   state.ws = ws;
+  $("state").textContent = "connecting";
   ws.onopen = () => {
-    showError("");
     send("config", { scenario: $("scenario").value || undefined, mode: $("mode").value,
                      sample_rate: 16000, output_sample_rate: 24000 });
   };
   ws.onmessage = (e) => handle(JSON.parse(e.data));
   ws.onclose = (e) => {
-    $("state").textContent = "disconnected";
-    if (e.code !== 1000 && e.reason) showError(`Connection closed (${e.code}): ${e.reason}`);
-    state.ws = null;
+    if (state.ws === ws) { state.ws = null; state.live = false; $("state").textContent = "disconnected"; }
     if (state.micOn) stopMic();
+    if (ws.replaced) return;  // we closed it to reconnect with a new key
+    if (isAuthClose(e)) keys.show(e.reason);
+    showError(describeClose(e));
+    if (state.pending.length) {  // never sent: give the words back to the user
+      $("text").value = state.pending.join(" ");
+      state.pending = [];
+      notice("Not connected: your message was not sent.");
+    }
   };
+}
+
+/* Typed text: sent at once when the session is live; otherwise said so, and sent after connecting. */
+function sendText(text) {
+  if (state.live && state.ws && state.ws.readyState === WebSocket.OPEN) { send("text", { text }); return; }
+  if (keys.shown) {
+    $("text").value = text;
+    notice("Not connected: enter the API key above first; your message was not sent.");
+    return;
+  }
+  state.pending.push(text);
+  notice("Not connected: connecting… your message is sent once the session starts.");
+  if (!state.ws) connect();
 }
 
 function send(type, payload) {
@@ -67,7 +94,7 @@ function handle(m) {
     case "audio_levels":
       $("meter-in").value = p.input; $("meter-out").value = p.output;
       break;
-    case "error": showError(`${p.code}: ${p.message}`); break;
+    case "error": showError(`Error ${p.code}: ${p.message}`); break;
   }
 }
 
@@ -79,6 +106,10 @@ function onEvent(p, m) {
       state.sessionId = m.session_id;
       localStorage.setItem("voiceagent.session", state.sessionId);
       $("session").textContent = state.sessionId;
+      state.live = true;
+      showError(""); notice("");
+      if ($("state").textContent === "connecting") $("state").textContent = "connected";
+      for (const text of state.pending.splice(0)) send("text", { text });
       break;
     case "session_ended":
       line($("activity"), "", "", `Session ended: ${p.reason || ""}`);
@@ -122,10 +153,18 @@ async function stopMic() {
   $("mic").textContent = "Start microphone"; $("mic").setAttribute("aria-pressed", "false");
 }
 
+function placeholder(select, text) {
+  select.innerHTML = "";
+  const option = document.createElement("option");
+  option.value = ""; option.textContent = text;
+  select.append(option);
+}
+
 async function loadScenarios() {
+  const select = $("scenario");
   try {
     const body = await apiGet("/api/v1/scenarios");
-    const select = $("scenario");
+    keys.hide();
     select.innerHTML = "";
     for (const s of body.scenarios) {
       const option = document.createElement("option");
@@ -134,7 +173,11 @@ async function loadScenarios() {
     }
     const saved = localStorage.getItem("voiceagent.scenario");
     if (saved && [...select.options].some((o) => o.value === saved)) select.value = saved;
-  } catch (e) { showError(`Could not load scenarios: ${e.message}`); }
+  } catch (e) {
+    placeholder(select, e instanceof AuthRequired ? "API key needed" : "Could not load scenarios");
+    if (e instanceof AuthRequired) keys.show(e.message);
+    showError(`Could not load scenarios: ${e.message}`);
+  }
 }
 
 $("mic").addEventListener("click", () => (state.micOn ? stopMic() : startMic()));
@@ -148,15 +191,12 @@ $("scenario").addEventListener("change", () => {
   send("config", { scenario: $("scenario").value });
 });
 $("mode").addEventListener("change", () => send("config", { mode: $("mode").value }));
-$("apikey").value = apiKey();
-$("apikey").addEventListener("change", () => { localStorage.setItem("voiceagent.apikey", $("apikey").value); loadScenarios(); });
 $("text-form").addEventListener("submit", (e) => {
   e.preventDefault();
   const text = $("text").value.trim();
   if (!text) return;
-  if (!state.ws) { connect(); state.ws.addEventListener("open", () => send("text", { text }), { once: true }); }
-  else send("text", { text });
   state.player.ensure();
   $("text").value = "";
+  sendText(text);
 });
 loadScenarios();

@@ -1,26 +1,28 @@
-/* Live dashboard: every server message of all sessions (or one) through /api/v1/browser/dashboard/relay. */
+/* Live dashboard: every server message of all sessions (or one) through /api/v1/browser/dashboard/relay.
+   On connect the relay sends a session_started with snapshot: true per conversation already live. */
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const sessions = new Map();  // session id -> {agent, state, last}
+const sessions = new Map();  // session id -> {agent, state, transport}
 let relay = null;
 let followed = "";
-
-function key() { return localStorage.getItem("voiceagent.apikey") || ""; }
+const keys = keyPrompt(() => open(followed));
 
 function open(sessionId) {
-  if (relay) relay.close(1000);
+  if (relay) { relay.replaced = true; relay.close(1000); }
   followed = sessionId || "";
   $("followed").textContent = followed || "all sessions";
   $("feed").innerHTML = "";
-  const url = new URL("/api/v1/browser/dashboard/relay", location.href);
-  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
-  if (followed) url.searchParams.set("session_id", followed);
-  if (key()) url.searchParams.set("api_key", key());
-  relay = new WebSocket(url);
-  relay.onopen = () => { $("relay-state").textContent = "Connected"; };
-  relay.onclose = (e) => { $("relay-state").textContent = `Disconnected (${e.code}) ${e.reason || ""}`; };
-  relay.onmessage = (e) => onMessage(JSON.parse(e.data));
+  if (!followed) { sessions.clear(); renderSessions(); }  // the snapshot lists them again
+  $("relay-state").textContent = "Connecting…";
+  const ws = new WebSocket(wsUrl("/api/v1/browser/dashboard/relay", { session_id: followed }));
+  relay = ws;
+  ws.onclose = (e) => {
+    if (ws.replaced) return;
+    if (isAuthClose(e)) keys.show(e.reason);
+    $("relay-state").textContent = `Disconnected. ${describeClose(e)}`;
+  };
+  ws.onmessage = (e) => onMessage(JSON.parse(e.data));
 }
 
 function describe(m) {
@@ -32,6 +34,7 @@ function describe(m) {
       if (p.name === "handoff") return `handoff ${p.from} → ${p.to} (${p.type})`;
       if (p.name === "tool_call") return `tool ${(p.tool_call || p).name}`;
       if (p.name === "state") return `state ${p.state}`;
+      if (p.name === "session_started" && p.snapshot) return `live (${p.transport || "?"}) ${p.agent || ""}`;
       return p.name;
     case "error": return `error ${p.code}: ${p.message}`;
     default: return null;
@@ -39,14 +42,21 @@ function describe(m) {
 }
 
 function onMessage(m) {
+  const p0 = m.payload || {};
+  if (m.type === "event" && p0.name === "relay_connected") {  // sent once the key was accepted
+    $("relay-state").textContent = "Connected";
+    return;
+  }
+  if (m.type === "error") $("relay-state").textContent = `Error ${p0.code}: ${p0.message}`;
   const sid = m.session_id;
   if (sid) {
-    const entry = sessions.get(sid) || { agent: "", state: "" };
+    const entry = sessions.get(sid) || { agent: "", state: "", transport: "" };
     const p = m.payload || {};
     if (m.type === "event" && p.name === "session_ended") sessions.delete(sid);
     else {
       if (p.agent) entry.agent = p.agent;
-      if (p.name === "state") entry.state = p.state;
+      if (p.transport) entry.transport = p.transport;
+      if (p.name === "state" || (p.snapshot && p.state)) entry.state = p.state;
       if (p.name === "handoff") entry.agent = p.to;
       sessions.set(sid, entry);
     }
@@ -72,12 +82,10 @@ function renderSessions() {
     button.textContent = `Follow ${sid.slice(0, 12)}`;
     button.setAttribute("aria-label", `Follow session ${sid}`);
     button.addEventListener("click", () => open(sid));
-    li.append(button, document.createTextNode(` ${info.agent || ""} ${info.state || ""}`));
+    li.append(button, document.createTextNode(` ${info.transport || ""} ${info.agent || ""} ${info.state || ""}`));
     list.append(li);
   }
 }
 
-$("apikey").value = key();
-$("apikey").addEventListener("change", () => { localStorage.setItem("voiceagent.apikey", $("apikey").value); open(followed); });
 $("follow-all").addEventListener("click", () => open(""));
 open("");

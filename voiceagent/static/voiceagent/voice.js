@@ -116,18 +116,3 @@ function b64ToInt16(b64) {
   for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
   return new Int16Array(bytes.buffer, 0, bytes.length >> 1);
 }
-
-function apiKey() { return localStorage.getItem("voiceagent.apikey") || ""; }
-function wsUrl(path, params = {}) {
-  const url = new URL(path, location.href);
-  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
-  for (const [k, v] of Object.entries(params)) if (v) url.searchParams.set(k, v);
-  if (apiKey()) url.searchParams.set("api_key", apiKey());
-  return url.toString();
-}
-async function apiGet(path) {
-  const headers = apiKey() ? { Authorization: "Bearer " + apiKey() } : {};
-  const response = await fetch(path, { headers });
-  if (!response.ok) throw new Error((await response.json()).detail || response.statusText);
-  return response.json();
-}
