@@ -30,12 +30,13 @@ def spoken_wav(path: Path, text: str, lead_s: float = 1.0, tail_s: float = 5.0) 
 
 
 @contextmanager
-def running_service(tmp_path: Path, **extra: str):
-    """The real service under uvicorn on the offline providers; its log is kept in ARTIFACTS."""
+def running_service(tmp_path: Path, server: str = "uvicorn", **extra: str):
+    """The real service (uvicorn, or daphne as scripts/run serves it) on the offline providers;
+    its log is kept in ARTIFACTS."""
     env = base_env(tmp_path, STT_POOL_SIZE="1", TTS_POOL_SIZE="2", LOG_LEVEL="INFO", **extra)
     migrate(env)
     port = free_port()
-    proc = start("uvicorn", port, env, tmp_path / "server.log")
+    proc = start(server, port, env, tmp_path / "server.log")
     try:
         wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=40, status=200)
         yield f"http://127.0.0.1:{port}"
@@ -55,10 +56,10 @@ def service(tmp_path):
 API_KEY = "browser-e2e-key-0123456789"
 
 
-@pytest.fixture
-def keyed_service(tmp_path):
+@pytest.fixture(params=["daphne", "uvicorn"])
+def keyed_service(request, tmp_path):
     """In development, but with an API key configured: every API call and socket needs it."""
-    with running_service(tmp_path, API_KEYS=API_KEY) as url:
+    with running_service(tmp_path, request.param, API_KEYS=API_KEY) as url:
         yield url
 
 
