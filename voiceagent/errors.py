@@ -63,8 +63,7 @@ def api_exception_handler(exc, context):
             body["errors"] = exc.errors
         return Response(body, status=exc.status_code)
     if isinstance(exc, RequestDataTooBig):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024
-        return Response({"detail": f"Request body too large: the limit is {limit} KiB."}, status=413)
+        return Response({"detail": too_large_detail()}, status=413)
     if isinstance(exc, SuspiciousOperation):
         return Response({"detail": "Bad request."}, status=400)
     if isinstance(exc, exceptions.ParseError):
@@ -77,6 +76,15 @@ def api_exception_handler(exc, context):
     if isinstance(exc, Http404):
         return Response({"detail": "Not found."}, status=404)
     return None  # unhandled -> Django's handler500 (json_500)
+
+
+def too_large_detail() -> str:
+    """The ``detail`` of every 413: the limit is ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    return f"Request body too large: the limit is {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024} KiB."
+
+
+def too_large_response() -> JsonResponse:
+    return JsonResponse({"detail": too_large_detail()}, status=413)
 
 
 def internal_error_response() -> JsonResponse:

@@ -1,4 +1,4 @@
-"""Request ids on every log line, and JSON errors for anything under /api/v1.
+"""Request ids on every log line, JSON errors for anything under /api/v1, one body size limit.
 
 Both middlewares are sync- and async-capable, so under ASGI the whole chain stays on the event
 loop and only a sync view hops to a thread (each extra hop costs ~1 ms under load).
@@ -11,9 +11,11 @@ import re
 import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from voiceagent.errors import internal_error_response
+from voiceagent.errors import internal_error_response, too_large_response
 from voiceagent.logging import request_id_var
 
 logger = logging.getLogger("voiceagent.request")
@@ -97,6 +99,42 @@ class ApiErrorMiddleware(_Middleware):
         return internal_error_response()
 
 
+class BodyLimitMiddleware(_Middleware):
+    """413 ``{"detail"}`` for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, before any view runs.
+
+    Why here and not in the views: endpoints that parse their body themselves (the telephony
+    webhooks answered 400) or never read it (they answered 200) all give the same answer this way,
+    including endpoints added later. A declared ``Content-Length`` is enough to decide; a body sent
+    without one (chunked) is read up to the limit, which the view would do anyway.
+    """
+
+    @staticmethod
+    def _too_large(request: HttpRequest) -> HttpResponse | None:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        declared = request.META.get("CONTENT_LENGTH")
+        if limit is None or request.method in ("GET", "HEAD", "OPTIONS"):
+            return None
+        if declared:
+            try:
+                return too_large_response() if int(declared) > limit else None
+            except ValueError:
+                return None
+        try:
+            request.body  # noqa: B018 - reads at most limit + 1 bytes, and keeps them for the view
+        except RequestDataTooBig:
+            return too_large_response()
+        return None
+
+    def _call(self, request: HttpRequest) -> HttpResponse:
+        return self._too_large(request) or self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        refused = self._too_large(request)
+        if refused is not None:
+            return refused
+        return await self.get_response(request)
+
+
 class ApiSecurityMiddleware(_Middleware):
     """The parts of Django's SecurityMiddleware an API needs, without a thread hop per request.
 
@@ -106,8 +144,6 @@ class ApiSecurityMiddleware(_Middleware):
 
     def __init__(self, get_response):
         super().__init__(get_response)
-        from django.conf import settings
-
         self.redirect = settings.SECURE_SSL_REDIRECT
         self.exempt = [re.compile(r) for r in getattr(settings, "SECURE_REDIRECT_EXEMPT", [])]
         hsts = getattr(settings, "SECURE_HSTS_SECONDS", 0)

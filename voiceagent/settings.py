@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "voiceagent.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "voiceagent.middleware.BodyLimitMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -59,6 +60,7 @@ MIDDLEWARE = [
 API_MIDDLEWARE = [
     "voiceagent.middleware.RequestIdMiddleware",
     "voiceagent.middleware.ApiSecurityMiddleware",
+    "voiceagent.middleware.BodyLimitMiddleware",
     "voiceagent.middleware.ApiErrorMiddleware",
 ]
 

@@ -195,10 +195,10 @@ def test_initiate_malformed_json_is_400(api_client, telephony, raw):
     assert_error(response, 400)
 
 
-def test_initiate_oversized_body_is_a_clear_4xx(api_client, telephony):
+def test_initiate_oversized_body_is_413(api_client, telephony):
     body = json.dumps({"phone_number": TARGET, "scenario": "x" * (1024 * 1024 + 10)})
     response = api_client.post("/api/v1/calls/initiate", body, content_type="application/json")
-    assert_error(response, 400)
+    assert_error(response, 413)
     assert "too large" in response.json()["detail"]
 
 

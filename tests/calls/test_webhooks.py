@@ -241,11 +241,17 @@ def test_answer_malformed_json_is_400(api_client, telephony, raw):
     assert_400(api_client.post("/api/v1/calls/answer", raw, content_type="application/json"))
 
 
-def test_answer_huge_body_is_400(api_client, telephony):
+def assert_413(response) -> dict:
+    assert response.status_code == 413, (response.status_code, response.content[:300])
+    body = response.json()
+    assert "too large" in body["detail"]
+    return body
+
+
+def test_answer_huge_body_is_413(api_client, telephony):
     event = validation_event("c")
     event["data"]["padding"] = "x" * (1024 * 1024 + 1)
-    body = assert_400(eventgrid(api_client, [event]))
-    assert "too large" in body["detail"]
+    assert_413(eventgrid(api_client, [event]))
 
 
 def test_answer_get_is_405_json(api_client, telephony):
@@ -417,9 +423,9 @@ def test_callbacks_malformed_json_is_400(api_client, telephony, raw):
     assert_400(api_client.post("/api/v1/calls/callbacks", raw, content_type="application/json"))
 
 
-def test_callbacks_huge_body_is_400(api_client, telephony):
+def test_callbacks_huge_body_is_413(api_client, telephony):
     event = cloud_event("CallConnected", "cb-1", padding="x" * (1024 * 1024 + 1))
-    assert "too large" in assert_400(callbacks(api_client, [event]))["detail"]
+    assert_413(callbacks(api_client, [event]))
 
 
 # --- end to end -----------------------------------------------------------------------------------------
