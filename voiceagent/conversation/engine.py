@@ -507,7 +507,7 @@ class Conversation:
         self.playback_end = now
         if self._response_task is not None and not self._response_task.done():
             self._response_task.cancel()
-        speaker = self._speaker
+        speaker, self._speaker = self._speaker, None  # handled: a second call (new turn) finds nothing
         if speaker is not None:
             speaker.cancel()
         pending = self._take_pending()
@@ -516,7 +516,9 @@ class Conversation:
         if speaker is not None and speaker.spoken and (pending is None or pending[3] is not speaker):
             # interrupted while still streaming: what was played so far is what the caller heard
             self._spawn(self._commit((rid or 0, self._agent_name(), speaker.spoken, speaker), now))
-        logger.info("barge-in (%s): response %s stopped", cause, rid)
+        if rid is not None or audio_out:  # else only a task that had not begun a response was dropped
+            how = "audio stopped" if audio_out else "before any audio"
+            logger.debug("barge-in (%s): response %s stopped, %s", cause, rid, how)
 
     # --- responses --------------------------------------------------------------------------------
     def _spawn(self, coro) -> asyncio.Task:

@@ -888,6 +888,8 @@ class LiveConversation:
         playing = now < self.playback_end
         response = self._current
         rid = self._playing_rid if playing else (response.rid if response is not None else 0)
+        working = self._tool_task is not None and not self._tool_task.done()
+        interrupted = playing or working or (response is not None and not response.cancelled)
         purged = self.channel.purge(lambda e: isinstance(e, Audio))
         if playing or purged:
             self.channel._append(StopAudio(self.session_id, reason="barge_in", response_id=rid))
@@ -911,7 +913,8 @@ class LiveConversation:
         self.active_rid = None
         if self._tool_task is not None and not self._tool_task.done():
             self._tool_task.cancel()
-        logger.info("barge-in (%s): response %s stopped", cause, rid)
+        if interrupted or purged:  # per turn at most: DEBUG, the event stream tells clients anyway
+            logger.debug("barge-in (%s): response %s stopped", cause, rid)
 
 
 def _message(role: str, content_type: str, text: str) -> dict[str, Any]:
