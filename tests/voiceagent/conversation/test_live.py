@@ -295,7 +295,8 @@ async def test_announced_and_discrete_handoffs_switch_the_session(kind, peer):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_barge_in_cancels_truncates_and_drops_late_audio(kind, peer):
+async def test_barge_in_cancels_truncates_and_drops_late_audio(kind, peer, caplog):
+    caplog.set_level("DEBUG", logger="voiceagent.conversation")
     story = " ".join(f"word{i}" for i in range(40)) + "."
     peer.user_says("tell me a story", "stop")
     peer.push(Say(story, chunks=20, audio_ms=4000, interval=0.05, late_deltas=2))
@@ -317,6 +318,8 @@ async def test_barge_in_cancels_truncates_and_drops_late_audio(kind, peer):
         await h.idle()
         assert h.conv.late_deltas_dropped >= 2
     assert stop.response_id == 2 and stop.reason == "barge_in"
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if "barge-in" in r.getMessage()]
+    assert logged == [("DEBUG", "barge-in (speech): response 2 stopped")]  # once a turn: not at INFO
     after = h.events[h.events.index(stop) :]
     assert not [e for e in after if e.kind == "Audio" and e.response_id == 2]
     assert not [e for e in after if e.kind == "AgentResponse" and e.response_id == 2]
