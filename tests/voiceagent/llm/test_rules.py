@@ -387,6 +387,56 @@ async def test_already_verified_caller_goes_straight_to_the_specialists(chat, de
     assert t.results["create_fraud_case"]["created"] is True
 
 
+PHONE_SPOKEN = "five five five one two three four five six seven"  # as the offline recogniser hears it
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        f"my phone number is {PHONE_SPOKEN}",
+        PHONE_SPOKEN,
+        "my number is 555 123 4567",
+        "call me on my cell 5551234567",
+    ],
+)
+async def test_a_phone_number_given_as_identification_is_not_taken_for_a_code(
+    chat, definitions, registry, said
+):
+    walk, _ = banking_walk(chat, definitions, registry, seed=7, session_id="walk-phone")
+    await walk.say("i lost my card")
+    assert walk.active == "auth_agent"
+    t = await walk.say(said)
+    assert t.tools == [], t.text  # no verify_mfa_code: no code was asked for
+    assert "can't verify you with a phone number" in t.text and "full name and your date of birth" in t.text
+    assert "code" not in t.text
+
+    t = await walk.say(f"this is jane doe my phone number is {PHONE_SPOKEN}")  # the name is kept
+    assert t.tools == [] and "Jane Doe" in t.text and "what is your date of birth" in t.text
+
+    t = await walk.say("one two three four five six")  # digits, but no code was sent yet
+    assert t.tools == [] and "date of birth" in t.text
+
+
+async def test_a_code_is_taken_only_once_sent_and_only_of_its_length(chat, definitions, registry):
+    walk, profile = banking_walk(chat, definitions, registry, seed=7, session_id="walk-code-length")
+    await walk.say("i lost my card")
+    t = await walk.say("yes thats me")
+    assert t.tools == ["verify_client_identity", "send_mfa_code"]
+    length = t.results["send_mfa_code"]["code_length"]
+    code = expected_mfa_code(walk.session_id, profile)
+    assert len(code) == length == 6
+
+    for wrong_length in (f"my phone number is {PHONE_SPOKEN}", "my code is " + spoken(code[:4])):
+        t = await walk.say(wrong_length)
+        assert t.tools == [], t.text  # not checked: a wrong length costs no attempt
+        assert f"your code has {length}" in t.text and "digits" in t.text
+    assert walk.memory["_mfa_challenge"]["attempts"] == 0
+
+    t = await walk.say(f"my code is {spoken(code)}")
+    assert t.tools[:2] == ["verify_mfa_code", "handoff_cards_agent"]
+    assert walk.memory["authenticated"] is True
+
+
 async def test_human_and_general_questions(chat, definitions, registry):
     walk, _ = banking_walk(chat, definitions, registry, seed=7, session_id="walk-human")
     t = await walk.say("what are your opening hours")
