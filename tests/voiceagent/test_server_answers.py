@@ -3,6 +3,9 @@
 * A body over the 1 MiB limit is 413 ``{"detail"}`` on every POST/PUT/PATCH endpoint of the OpenAPI
   schema (so a new endpoint is covered without editing this file), whether the client declares its
   length or streams it chunked, and on the admin/web-page stack too.
+* ``/ready`` answers 503 while the deferred startup steps run: an expected answer, logged below
+  ERROR; the server log of the whole run has no ERROR line and no traceback. ``/readiness`` with an
+  unhealthy component: a WARNING naming it, no ERROR.
 """
 
 from __future__ import annotations
@@ -47,6 +50,18 @@ def served(tmp_path_factory):
             proc.kill()
 
 
+@pytest.mark.slow
+def test_ready_503_during_startup_is_logged_below_error(served):
+    """Runs first: the deferred warmup (4 s) is still going when /health first answers."""
+    wait_http(f"{served.base}/api/v1/health", timeout=30, status=200)
+    first = httpx.get(f"{served.base}/api/v1/ready", timeout=5)
+    assert first.status_code == 503, "the deferred warmup should still be running"
+    wait_http(f"{served.base}/api/v1/ready", timeout=30, status=200)
+    text = served.log_text()
+    assert not re.search(r"\bERROR\b|Traceback|Service Unavailable", text), text
+    assert re.search(r"INFO +voiceagent.health: GET /api/v1/ready: 503, not ready yet", text), text
+
+
 def write_operations(base: str) -> list[tuple[str, str]]:
     schema = httpx.get(f"{base}/api/v1/schema/?format=json", timeout=30).json()
     found = []
@@ -84,3 +99,25 @@ def test_every_write_endpoint_answers_an_oversized_body_with_413(served):
     small = httpx.post(f"{served.base}/api/v1/calls/initiate", json={"phone_number": "1"}, timeout=10)
     assert small.status_code == 400 and "phone_number" in small.json()["detail"]
     assert not re.search(r"\bERROR\b|Traceback", served.log_text())
+
+
+@pytest.fixture
+def failing_cache_check():
+    from voiceagent.health import checks
+
+    saved = checks.registered()
+    checks.register_check("cache", lambda: ("unhealthy", "redis refused the connection"))
+    yield
+    checks._checks.clear()
+    checks._checks.update(saved)
+
+
+def test_readiness_503_is_a_warning_naming_the_component(api_client, failing_cache_check, caplog):
+    with caplog.at_level("DEBUG"):
+        response = api_client.get("/api/v1/readiness")
+    assert response.status_code == 503
+    assert not [r for r in caplog.records if r.levelno >= 40], [r.getMessage() for r in caplog.records]
+    said = [r for r in caplog.records if r.name == "voiceagent.health"]
+    assert [(r.levelname, r.getMessage()) for r in said] == [
+        ("WARNING", "GET /api/v1/readiness: 503, unhealthy: cache")
+    ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from asgiref.sync import async_to_sync
+from django.utils.log import log_response
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -17,6 +19,8 @@ from voiceagent.connections import tracker
 from voiceagent.health import checks
 from voiceagent.lifecycle import lifecycle
 from voiceagent.speech.pools import pool_metrics
+
+logger = logging.getLogger("voiceagent.health")
 
 # MCP status source: the MCP app installs a callable returning {name: {"status", "tools_count"}}.
 mcp_status_source: Callable[[], dict[str, dict]] = dict
@@ -156,6 +160,20 @@ class HealthView(APIView):
         )
 
 
+def _probe_answer(request, body: dict, healthy: bool, level: str, why: str) -> Response:
+    """The probe's answer; a 503 is logged once at ``level`` (below ERROR) with ``why``.
+
+    A 503 of a readiness probe is an answer, not an incident: a load balancer polls it during
+    every startup. Django's request logger would log each one at ERROR; marking the response as
+    logged (Django's own ``log_response``) keeps that single, quieter line instead.
+    """
+    response = Response(body, status=200 if healthy else 503)
+    if not healthy:
+        args = (request.method, request.path, why)
+        log_response("%s %s: 503, %s", *args, response=response, request=request, logger=logger, level=level)
+    return response
+
+
 def _mcp_summary(servers: dict[str, dict]) -> str:
     if not servers:
         return "none"
@@ -207,7 +225,7 @@ class ReadyView(APIView):
             "mcp": _mcp_summary(servers),
             "pools": {"tts": metrics["tts"]["warm"], "stt": metrics["stt"]["warm"]},
         }
-        return Response(body, status=200 if ready else 503)
+        return _probe_answer(request, body, ready, "info", "not ready yet (deferred startup steps running)")
 
 
 class ReadinessView(APIView):
@@ -224,7 +242,9 @@ class ReadinessView(APIView):
     )
     def get(self, request):
         body = async_to_sync(checks.run_checks)()
-        return Response(body, status=200 if body["status"] == "ready" else 503)
+        failing = [c["component"] for c in body["checks"] if c["status"] == "unhealthy"]
+        why = "unhealthy: " + ", ".join(failing)
+        return _probe_answer(request, body, body["status"] == "ready", "warning", why)
 
 
 class PoolsView(APIView):
