@@ -6,9 +6,10 @@ input rate. This module only translates; the conversation itself is the engine's
 
 Limits, each answered without disturbing other sessions: a message larger than
 ``BROWSER_MAX_MESSAGE_BYTES`` closes with 1009; more than ``BROWSER_MAX_MESSAGES_PER_SECOND``
-closes with 1008; more than ``BROWSER_MAX_CONNECTIONS`` conversations in this process are
-refused with 1013 (try again later); ``BROWSER_IDLE_TIMEOUT_S`` without a message ends the
-session cleanly (1000). Malformed messages get an ``error`` message and the socket stays open.
+(sustained; a token bucket of ``WEBSOCKET_RATE_BURST_S``, :mod:`calls.ratelimit`) closes with
+1008; more than ``BROWSER_MAX_CONNECTIONS`` conversations in this process are refused with
+1013 (try again later); ``BROWSER_IDLE_TIMEOUT_S`` without a message ends the session cleanly
+(1000). Malformed messages get an ``error`` message and the socket stays open.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import binascii
 import json
 import logging
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from django.conf import settings
 
 from agents_app.sessions import db_call
 from calls.asgi_ws import LeanWebSocket
+from calls.ratelimit import MessageRateLimiter
 from calls.relay import AudioRelayFlag, end_if_live, publish
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
@@ -130,7 +131,9 @@ class BrowserConversationConsumer(LeanWebSocket):
         self.conversation = None
         self.pump_task: asyncio.Task | None = None
         self.idle_task: asyncio.Task | None = None
-        self.window: deque[float] = deque()
+        self.limiter = MessageRateLimiter(
+            config.BROWSER_MAX_MESSAGES_PER_SECOND, config.WEBSOCKET_RATE_BURST_S
+        )
         self.last_message = time.monotonic()
         self.input_rate = 16000
         self.output_rate = 24000
@@ -190,15 +193,10 @@ class BrowserConversationConsumer(LeanWebSocket):
         if size > limit:
             await self._close(1009, f"message too big: {size} bytes, the limit is {limit}")
             return
-        now = time.monotonic()
-        self.window.append(now)
-        while self.window and now - self.window[0] > 1.0:
-            self.window.popleft()
-        rate_limit = settings.CONFIG.BROWSER_MAX_MESSAGES_PER_SECOND
-        if len(self.window) > rate_limit:
-            await self._close(1008, f"too many messages: the limit is {rate_limit} per second")
+        if not self.limiter.allow():
+            await self._close(1008, f"too many messages: the limit is {self.limiter.rate:g} per second")
             return
-        self.last_message = now
+        self.last_message = time.monotonic()
         try:
             if bytes_data is not None:
                 await self._audio(bytes_data, self.input_rate)

@@ -437,7 +437,19 @@ VARIABLES: tuple[Var, ...] = (
         "BROWSER_MAX_MESSAGES_PER_SECOND",
         "100",
         _int(1, 10000),
-        "Messages per second per browser socket; more close it with 1008",
+        "Sustained messages per second per browser socket; a client sending faster is closed with 1008 "
+        "(a token bucket, see WEBSOCKET_RATE_BURST_S)",
+        group="browser",
+    ),
+    V(
+        "WEBSOCKET_RATE_BURST_S",
+        "5",
+        _float(1, 60),
+        "Seconds of its message rate a browser, dashboard or media socket may send at once. The limiter "
+        "counts messages when the server reads them, not when they arrive, so after the server fell behind "
+        "(a stall, a busy moment) it reads a backlog at once; a bucket of this many seconds absorbs a "
+        "backlog that old: a client within the rate is never closed for the server's delay, a flood at "
+        "k times the rate is closed within about this / (k - 1) seconds",
         group="browser",
     ),
     V(

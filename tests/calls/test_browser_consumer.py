@@ -210,7 +210,7 @@ async def test_oversized_message_closes_1009_and_others_unaffected(fake_runtime,
 
 async def test_flooding_closes_1008(fake_runtime, settings):
     settings.CONFIG = __import__("voiceagent.config", fromlist=["load_config"]).load_config(
-        {"BROWSER_MAX_MESSAGES_PER_SECOND": "20"}
+        {"BROWSER_MAX_MESSAGES_PER_SECOND": "20", "WEBSOCKET_RATE_BURST_S": "1"}  # a bucket of 20
     )
     comm = await connect()
     await recv(comm)
