@@ -1,0 +1,323 @@
+"""Capacity with the providers in the path: conversations through the real server, browser socket,
+provider clients and speech pools (not the instant stubs of the other benchmarks).
+
+``--mode embedded``: the embedded defaults (pocketsphinx STT in decoder processes, espeak-ng TTS,
+the offline rules dialog) behind the real pools, in ONE server process (uvicorn or daphne, as
+tests/support/servers.py starts it) with default settings. Callers speak espeak-ng sentences in
+several voices and rates in real time (bench/capacity_caller.py). The number of concurrent
+conversations ramps (``--steps``); a step HOLDS in real time when, over all its turns: end of
+turn -> final transcript p95 <= 1000 ms, end of turn -> first answer audio p95 <= 1500 ms, every
+turn got both, no refusal ("busy" error or close 1013), no other error message, no server
+WARNING/ERROR. The figure is the largest step that holds, on this machine, with the load
+generator on it too. CPU per component (cores: CPU seconds / wall seconds, from /proc, see
+bench/proc_cpu.py): the server's event-loop thread, its other threads, the pocketsphinx decoder
+processes, the espeak-ng processes (reaped children), the callers.
+
+``--mode cloud``: the chat model through the real ``openai`` client against the OpenAI-compatible
+peer in its own process (bench/chat_peer.py: first token 300-600 ms, then a word every 20-50
+ms) and cloud-like STT/TTS on the configured pools (bench/plugins/delayed_providers.py: final
+transcript 100-300 ms after the end of audio, first audio 80-200 ms after the request), 200
+conversations by default. Each provider reports its own delay per utterance, so the server-added
+latency of a turn = (end of turn -> first audio at the caller) - (STT + chat first clause + TTS
+first chunk) of that very turn. Targets: 0 refusals, p50 <= 5 ms, p99 <= 20 ms.
+
+Prints one JSON line per mode, with the command that reproduces it.
+
+    .venv/bin/python bench/bench_capacity.py --mode embedded [--steps 1,2,4,6,8,12] [--turns 4]
+    .venv/bin/python bench/bench_capacity.py --mode cloud [--conversations 200] [--turns 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+from pathlib import Path
+
+import httpx
+import numpy as np
+import soxr
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "support")]
+import proc_cpu  # noqa: E402
+from capacity_caller import FRAME_MS, RATE, Plan, Results, run_processes  # noqa: E402
+from harness import pct, server_problems, voice_frame  # noqa: E402
+from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
+
+FINAL_P95_MS, AUDIO_P95_MS = 1000, 1500  # embedded: "holds in real time"
+ADDED_P50_MS, ADDED_P99_MS = 5, 20  # cloud: server-added latency targets
+SENTENCES = ("hello there", "how are you today", "what can you do", "tell me a joke", "what time is it")
+VOICES = (("en-us", 175), ("en-us+f3", 160), ("en-gb", 190), ("en-us+m5", 150))
+
+
+def espeak_speech(text: str, voice: str, wpm: int, tmp: Path) -> bytes:
+    """``text`` said by espeak-ng, as 16 kHz PCM16 trimmed to its voiced part."""
+    out = tmp / "say.wav"
+    subprocess.run(["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(out), text], check=True)
+    with wave.open(str(out)) as w:
+        pcm, rate = np.frombuffer(w.readframes(w.getnframes()), "<i2"), w.getframerate()
+    pcm = soxr.resample(pcm, rate, RATE)
+    n = RATE * FRAME_MS // 1000
+    loud = [i for i in range(0, len(pcm) - n, n) if np.sqrt(np.mean(pcm[i : i + n].astype(float) ** 2)) > 300]
+    return pcm[loud[0] : loud[-1] + n].astype("<i2").tobytes()
+
+
+@contextlib.contextmanager
+def server(kind: str, tmp: Path, **extra: str):
+    """The real service in a subprocess; yields (ws base url, process, log path)."""
+    env = base_env(tmp, LOG_LEVEL="WARNING", **extra)
+    migrate(env)
+    port, log = free_port(), tmp / "server.log"
+    proc = start(kind, port, env, log)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=90, status=200)
+        yield f"ws://127.0.0.1:{port}", proc, log
+    except BaseException:
+        sys.stderr.write(log.read_text(errors="replace")[-3000:] if log.exists() else "")
+        raise
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def ms(values: list[float], *ps: int) -> dict[str, float | None]:
+    out: dict[str, float | None] = {f"p{p}": pct(values, p) for p in ps}
+    out["max"] = round(max(values), 2) if values else None
+    return out
+
+
+def refusals(res: Results) -> dict[str, int]:
+    return {k: n for k, n in res.errors.items() if "busy" in k or "1013" in k}
+
+
+def measure(
+    pid: int, plan: Plan, callers: int, processes: int, profile: str | None = None
+) -> tuple[Results, dict[str, float], float]:
+    """Run the callers; return their results, cores used per component, and the machine's busy cores.
+    With ``profile``, py-spy samples the server meanwhile and writes collapsed stacks there."""
+    me = os.getpid()
+    spy = None
+    if profile:
+        argv = ["py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "-o", profile]
+        spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    s0, c0, m0, t0 = proc_cpu.sample(pid), proc_cpu.sample(me), proc_cpu.machine(), time.monotonic()
+    res = run_processes(plan, callers, processes)
+    s1, c1, m1, wall = proc_cpu.sample(pid), proc_cpu.sample(me), proc_cpu.machine(), time.monotonic() - t0
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output when interrupted
+        spy.wait(60)
+    cores = {f"server {k}": v for k, v in proc_cpu.delta(s1, s0, wall).items()}
+    callers = sum(c1[k] - c0[k] for k in ("event loop", "threads", "reaped children"))
+    cores["callers"] = round(callers / wall, 3)
+    return res, cores, round((m1[0] - m0[0]) / wall, 2)
+
+
+def embedded(args) -> dict:
+    steps: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        utterances = [
+            (text, espeak_speech(text, *VOICES[(i // len(SENTENCES) + i) % len(VOICES)], tmp))
+            for i, text in enumerate(SENTENCES * 2)
+        ]
+        silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
+        with server(args.server, tmp) as (base, proc, log):
+            for n in args.steps:
+                plan = Plan(f"{base}/api/v1/browser/conversation", utterances, args.turns, silence)
+                offset = log.stat().st_size
+                res, cores, busy = measure(proc.pid, plan, n, args.client_processes)
+                final = [t["final_ms"] for t in res.turns if t["final_ms"] is not None]
+                audio = [t["audio_ms"] for t in res.turns if t["audio_ms"] is not None]
+                problems = server_problems(log, offset)
+                missing = n * args.turns - min(len(final), len(audio))
+                other = {k: v for k, v in res.errors.items() if k not in refusals(res)}
+                holds = (
+                    not missing
+                    and not refusals(res)
+                    and not other
+                    and not problems
+                    and pct(final, 95) <= FINAL_P95_MS
+                    and pct(audio, 95) <= AUDIO_P95_MS
+                )
+                steps.append(
+                    {
+                        "conversations": n,
+                        "turns": len(res.turns),
+                        "final_transcript_ms": ms(final, 50, 95),
+                        "first_audio_ms": ms(audio, 50, 95),
+                        "turns_missing_transcript_or_audio": missing,
+                        "refusals": refusals(res),
+                        "other_errors": other,
+                        "server_log": problems[:5],
+                        "heard_something": round(
+                            sum(1 for t in res.turns if t["heard"]) / max(1, len(res.turns)), 2
+                        ),
+                        "cpu_cores": cores,
+                        "machine_busy_cores": busy,
+                        "holds": holds,
+                    }
+                )
+                if not holds and not args.keep_going:
+                    break
+    held = [s["conversations"] for s in steps if s["holds"]]
+    return {
+        "bench": "capacity",
+        "mode": "embedded",
+        "holds_in_real_time": max(held) if held else 0,
+        "criterion": f"final transcript p95 <= {FINAL_P95_MS} ms, first audio p95 <= {AUDIO_P95_MS} ms, "
+        "every turn answered, no refusal, no error, no server warning",
+        "steps": steps,
+        "server": f"{args.server}, 1 process, default settings: pocketsphinx + espeak-ng + offline rules",
+    }
+
+
+def cloud(args) -> dict:
+    env_peer = {**os.environ, "PYTHONPATH": str(ROOT)}
+    peer = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "chat_peer.py"), "--first-token-ms", args.first_token_ms],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env_peer,
+        preexec_fn=(lambda: os.nice(args.peer_nice)) if args.peer_nice else None,
+    )
+    line = peer.stdout.readline().strip() if peer.stdout else ""
+    if not line.startswith("READY "):
+        peer.kill()
+        raise RuntimeError(f"chat peer did not start: {line!r}")
+    peer_url = f"http://127.0.0.1:{line.split()[1]}"
+    voiced = [("", voice_frame(RATE, FRAME_MS) * k) for k in (25, 32, 40, 47)]
+    try:
+        with tempfile.TemporaryDirectory() as tmp_name:
+            tmp = Path(tmp_name)
+            delays_file = tmp / "delays.json"
+            extra = {
+                "LLM_PROVIDER": "openai",
+                "OPENAI_BASE_URL": f"{peer_url}/v1",
+                "OPENAI_MODEL": "bench-model",
+                "OPENAI_API_KEY": "bench-key",
+                "LIFECYCLE_PLUGINS": "delayed_providers",
+                "BENCH_DELAYS_FILE": str(delays_file),
+                "PYTHONPATH": f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}",
+            }
+            silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
+            with server(args.server, tmp, **extra) as (base, proc, log):
+                plan = Plan(f"{base}/api/v1/browser/conversation", voiced, args.turns, silence)
+                p0 = proc_cpu.sample_process(peer.pid)
+                t0 = time.monotonic()
+                res, cores, busy = measure(
+                    proc.pid, plan, args.conversations, args.client_processes, args.py_spy
+                )
+                cores["chat peer"] = round(
+                    (proc_cpu.sample_process(peer.pid)["all"] - p0["all"]) / (time.monotonic() - t0), 3
+                )
+                llm = httpx.get(f"{peer_url}/bench/delays", timeout=10).json()
+            problems = server_problems(log)
+            delays = json.loads(delays_file.read_text()) if delays_file.exists() else {"stt": {}, "tts": {}}
+    finally:
+        peer.terminate()
+        peer.wait(10)
+    return cloud_figures(args, res, cores, busy, problems, delays, llm)
+
+
+STAGES = (  # the server's own time in a turn, stage by stage: (name, from stamp, to stamp, provider delay)
+    ("caller end of turn -> STT finish (transport, VAD)", "end_at", "stt_finish", None),
+    ("STT wait beyond its delay (loop lag)", "stt_finish", "stt_final", "stt"),
+    ("final transcript -> chat request (engine)", "stt_final", "chat_request", None),
+    ("chat request -> sent (engine, openai client builds it)", "chat_request", "chat_send", None),
+    ("sent -> peer application (HTTP, loopback)", "chat_send", "began", None),
+    ("first text sent by peer -> in the engine (SSE, openai client)", "sent", "chat_first_text", None),
+    ("first text -> TTS request (clause, speaker)", "chat_first_text", "tts_request", None),
+    ("TTS wait beyond its delay (loop lag)", "tts_request", "tts_first_chunk", "tts"),
+    ("first TTS chunk -> caller (engine, transport)", "tts_first_chunk", "audio_at", None),
+)
+
+
+def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: dict) -> dict:
+    stt, tts, stamps = delays["stt"], delays["tts"], delays.get("stamps", {})
+    if args.turns_file:
+        Path(args.turns_file).write_text(json.dumps({"turns": res.turns, "delays": delays, "chat": llm}))
+    added, total, parts, unmatched = [], [], collections.defaultdict(list), 0
+    stages: dict[str, list[float]] = collections.defaultdict(list)
+    for t in res.turns:
+        key = (t["heard"] or "").removeprefix("utterance ").strip()
+        if t["audio_ms"] is None or not all(key in d for d in (stt, llm, tts)):
+            unmatched += 1
+            continue
+        delay = {"stt": stt[key], "chat": llm[key]["ms"], "tts": tts[key]}
+        for name, value in delay.items():
+            parts[name].append(value)
+        total.append(t["audio_ms"])
+        added.append(t["audio_ms"] - sum(delay.values()))
+        at = {**stamps.get(key, {}), **llm[key], **t}
+        for name, begin, end, own in STAGES:
+            if at.get(begin) is not None and at.get(end) is not None:
+                stages[name].append((at[end] - at[begin]) * 1000 - (delay[own] if own else 0))
+    p50, p99 = pct(added, 50), pct(added, 99)
+    errors = [f"{k} (x{n})" for k, n in res.errors.items() if k not in refusals(res)] + problems
+    return {
+        "bench": "capacity",
+        "mode": "cloud",
+        "conversations": args.conversations,
+        "turns": len(res.turns),
+        "expected_turns": args.conversations * args.turns,
+        "refusals": refusals(res),
+        "server_added_ms": ms(added, 50, 99),
+        "end_of_turn_to_first_audio_ms": ms(total, 50, 99),
+        "provider_delays_ms_p50": {k: pct(v, 50) for k, v in parts.items()},
+        "turns_without_measure": unmatched,
+        "server_added_by_stage_ms": {name: ms(v, 50, 99) for name, v in stages.items()},
+        "errors": errors[:10],
+        "cpu_cores": cores,
+        "machine_busy_cores": busy,
+        "targets": {"refusals": 0, "server_added_p50_ms": ADDED_P50_MS, "server_added_p99_ms": ADDED_P99_MS},
+        "server": f"{args.server}, 1 process; openai client -> peer process (nice {args.peer_nice}); "
+        "delayed STT/TTS on the configured pools",
+        "ok": not refusals(res)
+        and not errors
+        and not unmatched
+        and p50 is not None
+        and p50 <= ADDED_P50_MS
+        and p99 is not None
+        and p99 <= ADDED_P99_MS,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=("embedded", "cloud"), required=True)
+    parser.add_argument("--server", choices=("uvicorn", "daphne"), default="uvicorn")
+    parser.add_argument("--turns", type=int, default=4, help="turns per caller")
+    parser.add_argument("--steps", default="1,2,4,6,8,12,16", help="embedded: concurrent conversations")
+    parser.add_argument("--keep-going", action="store_true", help="embedded: ramp on after a step fails")
+    parser.add_argument("--conversations", type=int, default=200, help="cloud")
+    parser.add_argument("--first-token-ms", default="300-600", help="cloud: the chat peer's first token")
+    parser.add_argument("--peer-nice", type=int, default=10, help="cloud: niceness of the chat peer process")
+    parser.add_argument("--client-processes", type=int, default=0, help="caller processes (0: 1 per 100)")
+    parser.add_argument("--py-spy", metavar="OUT", help="cloud: profile the server with py-spy (on PATH)")
+    parser.add_argument("--turns-file", help="write every turn's record (JSON) here, to look into a run")
+    args = parser.parse_args()
+    args.steps = [int(s) for s in args.steps.split(",")]
+    most = max(args.steps) if args.mode == "embedded" else args.conversations
+    args.client_processes = args.client_processes or max(1, -(-most // 100))
+    command = ".venv/bin/python bench/bench_capacity.py " + " ".join(sys.argv[1:])
+    load = os.getloadavg()[0]
+    figures = embedded(args) if args.mode == "embedded" else cloud(args)
+    figures.update(command=command, load_average_before=round(load, 2))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
