@@ -3,28 +3,47 @@ or of all sessions, from any worker process (channel-layer groups, see :mod:`cal
 
 On connect, after ``relay_connected`` (whose ``live_sessions`` says how many follow), a dashboard is
 sent one ``session_started`` event marked ``snapshot: true`` per conversation already live on any
-worker (:mod:`calls.live`), so it can list conversations that began before it opened."""
+worker (:mod:`calls.live`), so it can list conversations that began before it opened.
+
+The relay only sends; what a client sends is answered with an ``error``. Limits: more than
+``DASHBOARD_MAX_CONNECTIONS`` dashboards in this process are refused with 1013, a message over
+``DASHBOARD_MAX_MESSAGE_BYTES`` closes with 1009, more than ``DASHBOARD_MAX_MESSAGES_PER_SECOND``
+(a token bucket, :mod:`calls.ratelimit`) with 1008. A dashboard counted as open is always counted
+closed: a client gone mid-handshake or a failure while it is being set up ends in
+:meth:`disconnect` like any other close."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
 from calls.browser import LeanDispatchMixin
 from calls.live import live_sessions, snapshot_message
+from calls.ratelimit import MessageRateLimiter
 from calls.relay import ALL_GROUP, AUDIO_FLAG_TTL, mark_audio_wanted, session_group
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.session import valid_session_id
 
+logger = logging.getLogger("calls.dashboard")
+
 
 class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     async def connect(self) -> None:
+        config = settings.CONFIG
         self.group: str | None = None
         self.refresher: asyncio.Task | None = None
+        self.counted = False
+        self.closing = False
+        self.limiter = MessageRateLimiter(
+            config.DASHBOARD_MAX_MESSAGES_PER_SECOND, config.WEBSOCKET_RATE_BURST_S
+        )
         await self.accept()
         if not await authorized(self.scope):
             await self.close(code=1008, reason="unauthorized: send an API key (?api_key=) or log in")
@@ -37,10 +56,21 @@ class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         if self.channel_layer is None:
             await self.close(code=1011, reason="no channel layer configured")
             return
+        if tracker.active_count("dashboard") >= config.DASHBOARD_MAX_CONNECTIONS:
+            await self.close(code=1013, reason="server busy: too many dashboards, try again later")
+            return
+        tracker.opened("dashboard")
+        self.counted = True
+        try:
+            await self._join(session_id, params.get("audio") == "1")
+        except Exception as exc:  # e.g. the cache or the channel layer unreachable
+            logger.warning("dashboard relay could not start: %s: %s", type(exc).__name__, exc)
+            await self._close(1011, "internal error: the relay could not start, try again later")
+
+    async def _join(self, session_id: str | None, audio: bool) -> None:
         self.group = session_group(session_id) if session_id else ALL_GROUP
         await self.channel_layer.group_add(self.group, self.channel_name)
-        tracker.opened("dashboard")
-        if session_id and params.get("audio") == "1":
+        if session_id and audio:
             self.refresher = asyncio.get_running_loop().create_task(self._want_audio(session_id))
         # joined the group first: a session starting meanwhile is in the snapshot or relayed after it
         live = await live_sessions.live(session_id)
@@ -69,13 +99,43 @@ class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.refresher is not None:
             self.refresher.cancel()
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.counted:
+            self.counted = False
             tracker.closed("dashboard")
-            self.group = None
+        if self.group is not None:
+            group, self.group = self.group, None
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def send(self, text_data=None, bytes_data=None, close=False) -> None:
+        """As Channels' send, but a client already gone is not an error: its disconnect follows
+        (uvicorn raises ``ClientDisconnected`` here, and a consumer that raised it was never told
+        ``disconnect``: the dashboard stayed counted and in its group)."""
+        with contextlib.suppress(OSError):
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+
+    async def close(self, code=None, reason=None) -> None:
+        """As Channels' close; a client already gone is not an error (see :meth:`send`)."""
+        with contextlib.suppress(OSError):
+            await super().close(code=code, reason=reason)
+
+    async def _close(self, code: int, reason: str) -> None:
+        if not self.closing:
+            self.closing = True
+            await self.close(code=code, reason=reason)
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
-        """The relay is one-way; anything a client sends is answered with an error and ignored."""
+        """The relay is one-way; anything a client sends is answered with an error and ignored,
+        within the size and rate limits."""
+        if self.closing:
+            return
+        size = len(bytes_data) if bytes_data is not None else len((text_data or "").encode())
+        limit = settings.CONFIG.DASHBOARD_MAX_MESSAGE_BYTES
+        if size > limit:
+            await self._close(1009, f"message too big: {size} bytes, the limit is {limit}")
+            return
+        if not self.limiter.allow():
+            await self._close(1008, f"too many messages: the limit is {self.limiter.rate:g} per second")
+            return
         await self.send(
             text_data=json.dumps(
                 {

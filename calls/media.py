@@ -14,11 +14,14 @@ when the call was placed or answered, possibly on another worker). When
 connection id (and only then without an audience) a ``?scenario=`` simulator stream gets a new
 session: test clients and local tools talk to the real adapter that way.
 
-Close codes: 1008 bad or missing credentials / unknown call, 1013 this process is at
-``TELEPHONY_MAX_STREAMS``, 1003 an unsupported sample rate, 1009 a message over 256 KB, 1011 the
-conversation could not start or ended on an error, 1000 the agent ended the call (after the last
-audio played; the call is hung up through the telephony client). Malformed frames are counted and
-dropped: a hostile client costs its own stream nothing but the frame, and others nothing at all.
+Close codes: 1008 bad or missing credentials / unknown call, or more messages than
+``TELEPHONY_MAX_MESSAGES_PER_SECOND`` (a token bucket, :mod:`calls.ratelimit`), 1013 this process
+is at ``TELEPHONY_MAX_STREAMS``, 1003 an unsupported sample rate, 1009 a message over
+``TELEPHONY_MAX_MESSAGE_BYTES``, 1011 the conversation could not start or ended on an error, 1000
+the agent ended the call (after the last audio played; the call is hung up through the telephony
+client). Malformed messages get no answer (the provider expects none) but are dropped, counted
+per kind in ``/media/status`` (:data:`dropped_messages`) and logged once per stream and kind: a
+hostile client costs its own stream nothing but the message, and others nothing at all.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import binascii
 import contextlib
 import json
 import logging
+from collections import Counter
 from typing import Any
 
 import jwt
@@ -39,6 +43,7 @@ from calls import callmap
 from calls.asgi_ws import LeanWebSocket
 from calls.browser import envelope, event_payload
 from calls.playback import PacedPlayback
+from calls.ratelimit import MessageRateLimiter
 from calls.relay import publish
 from calls.wsauth import query
 from voiceagent.connections import tracker
@@ -56,7 +61,6 @@ STREAM_RATES = (16000, 24000)
 FRAME_MS = 20
 LEAD_FRAMES = 3  # 60 ms ahead of real time: fills the provider's jitter buffer, barely delays barge-in
 MAX_QUEUED_FRAMES = 120 * 1000 // FRAME_MS  # two minutes of agent audio; beyond it the oldest goes
-MAX_MESSAGE_BYTES = 256 * 1024
 MAX_TOKEN_CHARS = 16384
 MAX_DTMF_CHARS = 32
 START_DEADLINE_S = 10.0  # the live engine connects to the realtime API before the first word
@@ -64,6 +68,9 @@ TOKEN_DEADLINE_S = 10.0
 HANG_UP_DEADLINE_S = 10.0
 DRAIN_DEADLINE_S = 30.0  # the agent's goodbye still playing when it ends the call
 STOP_AUDIO = json.dumps({"kind": "StopAudio", "audioData": None, "stopAudio": {}})
+# what a stream dropped, per kind, in this process since it started (``GET /media/status``)
+DROP_KINDS = ("malformed", "bad_audio", "bad_dtmf", "binary", "unknown_kind")
+dropped_messages: Counter[str] = Counter(dict.fromkeys(DROP_KINDS, 0))
 
 _jwks_clients: dict[str, jwt.PyJWKClient] = {}
 
@@ -205,9 +212,11 @@ class MediaStreamConsumer(LeanWebSocket):
         self.events_wanted = False
         self.rate = 16000
         self.frames_in = 0
-        self.frames_bad = 0
-        self.frames_binary = 0
-        self.messages_malformed = 0
+        self.dropped: Counter[str] = Counter()  # this stream's share of dropped_messages
+        config = settings.CONFIG
+        self.limiter = MessageRateLimiter(
+            config.TELEPHONY_MAX_MESSAGES_PER_SECOND, config.WEBSOCKET_RATE_BURST_S
+        )
         self._warned: set[str] = set()
         self._tasks: list[asyncio.Task] = []
         self._pump_task: asyncio.Task | None = None
@@ -325,12 +334,11 @@ class MediaStreamConsumer(LeanWebSocket):
                 task.cancel()
         await self._ended("media stream closed")
         logger.info(
-            "media stream %s ended: %d frames in, %d bad, %d binary, %d malformed, %d outbound dropped",
+            "media stream %s ended: %d frames in, %d inbound dropped%s, %d outbound dropped",
             self.session_id or "-",
             self.frames_in,
-            self.frames_bad,
-            self.frames_binary,
-            self.messages_malformed,
+            self.dropped.total(),
+            f" ({', '.join(f'{k} {n}' for k, n in sorted(self.dropped.items()))})" if self.dropped else "",
             self._playback.dropped,
         )
 
@@ -365,17 +373,21 @@ class MediaStreamConsumer(LeanWebSocket):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.finishing:
             return
-        if bytes_data is not None:
-            if len(bytes_data) > MAX_MESSAGE_BYTES:
-                await self._too_big(len(bytes_data))
-                return
-            self.frames_binary += 1
-            self._warn_once("binary", "binary frames are not part of the media stream; ignored")
-            return
         text = text_data or ""
-        size = len(text) if text.isascii() else len(text.encode())
-        if size > MAX_MESSAGE_BYTES:
-            await self._too_big(size)
+        if bytes_data is not None:
+            size = len(bytes_data)
+        else:
+            size = len(text) if text.isascii() else len(text.encode())
+        limit = settings.CONFIG.TELEPHONY_MAX_MESSAGE_BYTES
+        if size > limit:
+            await self._finish(1009, f"message too big: {size} bytes, the limit is {limit}", hang=False)
+            return
+        if not self.limiter.allow():
+            rate = f"{self.limiter.rate:g}"
+            await self._finish(1008, f"too many messages: the limit is {rate} per second", hang=False)
+            return
+        if bytes_data is not None:
+            self._drop("binary", "binary frames are not part of the media stream")
             return
         try:
             message = json.loads(text)
@@ -383,8 +395,7 @@ class MediaStreamConsumer(LeanWebSocket):
             message = None
         kind = message.get("kind", message.get("Kind")) if isinstance(message, dict) else None
         if not isinstance(kind, str):
-            self.messages_malformed += 1
-            self._warn_once("malformed", "a message that is not {kind, ...} JSON was dropped")
+            self._drop("malformed", "a message that is not {kind, ...} JSON")
             return
         kind = kind.lower()
         if kind == "audiodata":
@@ -394,12 +405,7 @@ class MediaStreamConsumer(LeanWebSocket):
         elif kind == "dtmfdata":
             self._on_dtmf(_field(message, "dtmfData"))
         else:
-            logger.debug("media stream %s: ignoring message kind %r", self.session_id, kind[:40])
-
-    async def _too_big(self, size: int) -> None:
-        await self._finish(
-            1009, f"message too big: {size} bytes, the limit is {MAX_MESSAGE_BYTES}", hang=False
-        )
+            self._drop("unknown_kind", f"a message of unknown kind {kind[:40]!r}", level=logging.INFO)
 
     def _on_audio(self, body: Any) -> None:
         data = _field(body, "data") if isinstance(body, dict) else None
@@ -420,8 +426,7 @@ class MediaStreamConsumer(LeanWebSocket):
         self.conversation.push_audio(pcm, self.rate)  # silent frames too: the VAD times the pause
 
     def _bad_audio(self, what: str) -> None:
-        self.frames_bad += 1
-        self._warn_once("audio", f"{what}; bad audio frames are dropped")
+        self._drop("bad_audio", what)
 
     async def _on_metadata(self, body: Any) -> None:
         rate = _field(body, "sampleRate") if isinstance(body, dict) else None
@@ -437,11 +442,27 @@ class MediaStreamConsumer(LeanWebSocket):
 
     def _on_dtmf(self, body: Any) -> None:
         digits = _field(body, "data") if isinstance(body, dict) else None
-        if not isinstance(digits, str) or self.conversation is None:
+        if not isinstance(digits, str):
+            self._drop("bad_dtmf", "DtmfData without data (a string of digits)")
+            return
+        if self.conversation is None:
             return
         for digit in digits[:MAX_DTMF_CHARS]:
             if digit in DTMF_DIGITS:
                 self.conversation.push_dtmf(digit)
+
+    def _drop(self, kind: str, what: str, level: int = logging.WARNING) -> None:
+        """An inbound message is dropped: counted, and logged the first time per stream and kind."""
+        self.dropped[kind] += 1
+        dropped_messages[kind] += 1
+        if kind not in self._warned:
+            self._warned.add(kind)
+            logger.log(
+                level,
+                "media stream %s: %s was dropped (counted in /media/status; said once per stream)",
+                self.session_id or "-",
+                what,
+            )
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

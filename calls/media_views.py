@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from calls.callmap import audio_format_for
-from calls.media import TRANSPORT, WEBSOCKET_PATH
+from calls.media import TRANSPORT, WEBSOCKET_PATH, dropped_messages
 from voiceagent.connections import tracker
 
 
@@ -16,6 +16,11 @@ class MediaStatusSerializer(serializers.Serializer):
     active_streams = serializers.IntegerField()
     websocket_path = serializers.CharField()
     audio_format = serializers.ChoiceField(choices=["pcm16KMono", "pcm24KMono"])
+    dropped_messages = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Inbound messages dropped by this process's streams since it started, per kind: "
+        "malformed (not {kind} JSON), bad_audio, bad_dtmf, binary, unknown_kind",
+    )
 
 
 class MediaStatusView(APIView):
@@ -31,5 +36,6 @@ class MediaStatusView(APIView):
                 "active_streams": tracker.active_count(TRANSPORT),
                 "websocket_path": WEBSOCKET_PATH,
                 "audio_format": audio_format_for(mode),
+                "dropped_messages": dict(dropped_messages),
             }
         )

@@ -252,6 +252,21 @@ VARIABLES: tuple[Var, ...] = (
         "Concurrent phone media streams per process; more are refused with close code 1013",
         group="telephony",
     ),
+    V(
+        "TELEPHONY_MAX_MESSAGE_BYTES",
+        "262144",
+        _int(1024, 16 * 1024 * 1024),
+        "Largest media stream message accepted; larger ones close the stream with 1009",
+        group="telephony",
+    ),
+    V(
+        "TELEPHONY_MAX_MESSAGES_PER_SECOND",
+        "200",
+        _int(1, 10000),
+        "Messages per second per media stream (the provider sends 50 audio frames a second; token bucket, "
+        "see WEBSOCKET_RATE_BURST_S); more close it with 1008",
+        group="telephony",
+    ),
     # --- language model -------------------------------------------------------------------------
     V("CLOUD_LLM_ENDPOINT", None, _url("https", "http"), "Azure OpenAI endpoint", group="llm"),
     V("CLOUD_LLM_DEPLOYMENT", None, _str, "Azure OpenAI chat deployment name", group="llm"),
@@ -450,6 +465,29 @@ VARIABLES: tuple[Var, ...] = (
         "(a stall, a busy moment) it reads a backlog at once; a bucket of this many seconds absorbs a "
         "backlog that old: a client within the rate is never closed for the server's delay, a flood at "
         "k times the rate is closed within about this / (k - 1) seconds",
+        group="browser",
+    ),
+    V(
+        "DASHBOARD_MAX_CONNECTIONS",
+        "50",
+        _int(1, 100000),
+        "Concurrent dashboard relay sockets per process; more are refused with close code 1013",
+        group="browser",
+    ),
+    V(
+        "DASHBOARD_MAX_MESSAGE_BYTES",
+        "4096",
+        _int(128, 1024 * 1024),
+        "Largest message a dashboard may send (the relay only sends; anything is answered with an error); "
+        "larger ones close the socket with 1009",
+        group="browser",
+    ),
+    V(
+        "DASHBOARD_MAX_MESSAGES_PER_SECOND",
+        "5",
+        _int(1, 10000),
+        "Messages per second a dashboard may send (token bucket, see WEBSOCKET_RATE_BURST_S); "
+        "more close it with 1008",
         group="browser",
     ),
     V(

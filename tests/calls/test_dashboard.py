@@ -109,3 +109,61 @@ async def test_dashboard_opened_mid_conversation_is_sent_the_live_sessions(fake_
     assert await later.receive_nothing(0.2)
     for comm in (everything, only_other, later):
         await comm.disconnect()
+
+
+def limits(settings, **values: str) -> None:
+    from voiceagent.config import load_config
+
+    settings.CONFIG = load_config(values)
+
+
+async def closed_with(comm, timeout: float = 3.0) -> tuple[int, str]:
+    async with asyncio.timeout(timeout):
+        while True:
+            out = await comm.receive_output(timeout)
+            if out["type"] == "websocket.close":
+                return out["code"], out.get("reason", "")
+
+
+async def test_dashboards_over_the_connection_limit_are_refused_1013(fake_runtime, settings):
+    from voiceagent.connections import tracker
+
+    limits(settings, DASHBOARD_MAX_CONNECTIONS="2")
+    first = await open_ws("/api/v1/browser/dashboard/relay")
+    second = await open_ws("/api/v1/browser/dashboard/relay?session_id=sess-a")
+    third = await open_ws("/api/v1/browser/dashboard/relay")
+    assert await closed_with(third) == (1013, "server busy: too many dashboards, try again later")
+    assert tracker.active_count("dashboard") == 2
+    await first.disconnect()
+    again = await open_ws("/api/v1/browser/dashboard/relay")  # a place came free
+    assert json.loads(await again.receive_from())["payload"]["name"] == "relay_connected"
+    for comm in (second, again):
+        await comm.disconnect()
+    assert tracker.active_count("dashboard") == 0
+
+
+async def test_a_dashboard_message_over_the_size_limit_closes_1009(fake_runtime, settings):
+    limits(settings, DASHBOARD_MAX_MESSAGE_BYTES="1024")
+    comm = await open_ws("/api/v1/browser/dashboard/relay")
+    await comm.receive_from()  # relay_connected
+    await comm.send_to(text_data="x" * 100)
+    assert json.loads(await comm.receive_from())["payload"]["code"] == "read_only"
+    await comm.send_to(bytes_data=bytes(2000))
+    assert await closed_with(comm) == (1009, "message too big: 2000 bytes, the limit is 1024")
+
+
+async def test_a_dashboard_flooding_the_relay_is_closed_1008(fake_runtime, settings):
+    limits(settings, DASHBOARD_MAX_MESSAGES_PER_SECOND="5", WEBSOCKET_RATE_BURST_S="1")
+    comm = await open_ws("/api/v1/browser/dashboard/relay")
+    await comm.receive_from()  # relay_connected
+    for _ in range(50):
+        await comm.send_to(text_data="{}")
+    code_reason = None
+    async with asyncio.timeout(5):
+        while code_reason is None:
+            out = await comm.receive_output(5)
+            if out["type"] == "websocket.close":
+                code_reason = out["code"], out.get("reason", "")
+            else:  # the read_only errors of the messages within the rate
+                assert json.loads(out["text"])["payload"]["code"] == "read_only"
+    assert code_reason == (1008, "too many messages: the limit is 5 per second")

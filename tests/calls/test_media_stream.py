@@ -23,6 +23,7 @@ from realtime_peer import RealtimePeer, Say
 
 from calls import callmap
 from calls.callmap import CallInfo
+from calls.media import DROP_KINDS
 from voiceagent.config import Config
 from voiceagent.connections import tracker
 from voiceagent.llm.realtime import OpenAIRealtimeClient
@@ -312,6 +313,66 @@ async def test_oversized_message_closes_only_that_stream(fake_runtime):
     assert tracker.active_count("phone") == 0
 
 
+async def test_malformed_messages_are_counted_by_kind_and_logged_once_per_stream(
+    fake_runtime, api_client, caplog
+):
+    """The provider needs no answer, but an operator needs to see them: ``/media/status`` counts
+    them per kind, and each stream logs each kind once, not once per message."""
+
+    def dropped() -> dict[str, int]:
+        response = api_client.get("/api/v1/media/status")
+        assert response.status_code == 200, response.content
+        return response.json()["dropped_messages"]
+
+    bad = {
+        "malformed": lambda c: c.send_raw("{not json"),
+        "bad_audio": lambda c: c.send({"kind": "AudioData", "audioData": {"data": "not base64!!"}}),
+        "bad_dtmf": lambda c: c.send({"kind": "DtmfData", "dtmfData": {"data": ["1"]}}),
+        "binary": lambda c: c.send_binary(b"\x00" * 640),
+        "unknown_kind": lambda c: c.send({"kind": "SomethingNew", "somethingNew": {}}),
+    }
+    before = await asyncio.to_thread(dropped)
+    for _ in range(2):  # two streams, three of each kind on each
+        comm, client = await open_stream("scenario=banking&events=1")
+        await client.metadata()
+        await greeted(client)
+        for send in bad.values():
+            for _ in range(3):
+                await send(client)
+        await client.speak()  # the stream still works
+        assert (await client.event("transcript", final=True))["payload"]["text"] == "i lost my card"
+        await comm.disconnect()
+    after = await asyncio.to_thread(dropped)
+    assert {kind: after[kind] - before.get(kind, 0) for kind in bad} == dict.fromkeys(bad, 6)
+    said = [r for r in caplog.records if r.name == "calls.media" and "was dropped" in r.getMessage()]
+    assert len(said) == 2 * len(bad), [r.getMessage() for r in said]
+    assert not [r for r in caplog.records if r.name == "calls.media" and r.levelname == "ERROR"]
+
+
+async def test_a_flood_closes_1008_and_the_size_limit_is_a_setting(fake_runtime, settings):
+    configure(
+        settings,
+        TELEPHONY_MAX_MESSAGES_PER_SECOND=20,
+        WEBSOCKET_RATE_BURST_S=1,
+        TELEPHONY_MAX_MESSAGE_BYTES=4096,
+    )
+    calm_comm, calm = await open_stream("scenario=banking&events=1")
+    await calm.metadata()
+    comm, client = await open_stream("scenario=banking")
+    await client.metadata()
+    await client.audio_ms(silence(2000, 16000))  # 100 frames at once: 5 s worth of the limit
+    assert await closed_with(client) == (1008, "too many messages: the limit is 20 per second")
+    comm, client = await open_stream("scenario=banking")
+    await client.frame(silence(200, 16000))  # one 6.5 KB message
+    code, reason = await closed_with(client)
+    assert code == 1009 and reason.endswith("the limit is 4096"), reason
+    await greeted(calm)  # the other call never noticed
+    assert not calm.closed
+    await calm_comm.disconnect()
+    await asyncio.sleep(0.2)
+    assert tracker.active_count("phone") == 0
+
+
 # --- ending -----------------------------------------------------------------------------------------
 async def test_the_agent_ends_the_call_after_its_goodbye_played(fake_runtime):
     from calls import acs
@@ -495,7 +556,9 @@ async def test_media_status(fake_runtime, api_client, settings):
         assert response.status_code == 200, response.content
         return response.json()
 
-    assert await asyncio.to_thread(status) == {
+    body = await asyncio.to_thread(status)
+    assert set(body.pop("dropped_messages")) == set(DROP_KINDS)
+    assert body == {
         "mode": "MEDIA",
         "active_streams": 0,
         "websocket_path": "/api/v1/media/stream",
