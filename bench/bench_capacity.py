@@ -34,6 +34,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -93,6 +94,17 @@ def server(kind: str, tmp: Path, **extra: str):
             proc.wait(10)
 
 
+def log_problems(log: Path, offset: int = 0) -> list[str]:
+    """harness.server_problems with the time and session id taken out, so that one complaint made by
+    many sessions counts as one line with its number."""
+    counts: collections.Counter[str] = collections.Counter()
+    for line in server_problems(log, offset):
+        text, _, n = line.rpartition(" (x")
+        text = re.sub(r"\[session_id=\w+\]|\d\d:\d\d:\d\d[.,]\d+ ", "", text).strip()
+        counts[text] += int(n.rstrip(")") or 1)
+    return [f"{text} (x{n})" for text, n in counts.most_common()]
+
+
 def ms(values: list[float], *ps: int) -> dict[str, float | None]:
     out: dict[str, float | None] = {f"p{p}": pct(values, p) for p in ps}
     out["max"] = round(max(values), 2) if values else None
@@ -111,7 +123,19 @@ def measure(
     me = os.getpid()
     spy = None
     if profile:
-        argv = ["py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "-o", profile]
+        argv = [
+            "py-spy",
+            "record",
+            "--nonblocking",
+            "--pid",
+            str(pid),
+            "--rate",
+            "200",
+            "--format",
+            "raw",
+            "-o",
+            profile,
+        ]
         spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     s0, c0, m0, t0 = proc_cpu.sample(pid), proc_cpu.sample(me), proc_cpu.machine(), time.monotonic()
     res = run_processes(plan, callers, processes)
@@ -141,7 +165,7 @@ def embedded(args) -> dict:
                 res, cores, busy = measure(proc.pid, plan, n, args.client_processes)
                 final = [t["final_ms"] for t in res.turns if t["final_ms"] is not None]
                 audio = [t["audio_ms"] for t in res.turns if t["audio_ms"] is not None]
-                problems = server_problems(log, offset)
+                problems = log_problems(log, offset)
                 missing = n * args.turns - min(len(final), len(audio))
                 other = {k: v for k, v in res.errors.items() if k not in refusals(res)}
                 holds = (
@@ -224,7 +248,7 @@ def cloud(args) -> dict:
                     (proc_cpu.sample_process(peer.pid)["all"] - p0["all"]) / (time.monotonic() - t0), 3
                 )
                 llm = httpx.get(f"{peer_url}/bench/delays", timeout=10).json()
-            problems = server_problems(log)
+            problems = log_problems(log)
             delays = json.loads(delays_file.read_text()) if delays_file.exists() else {"stt": {}, "tts": {}}
     finally:
         peer.terminate()
