@@ -5,13 +5,15 @@ provider clients and speech pools (not the instant stubs of the other benchmarks
 the offline rules dialog) behind the real pools, in ONE server process (uvicorn or daphne, as
 tests/support/servers.py starts it) with default settings. Callers speak espeak-ng sentences in
 several voices and rates in real time (bench/capacity_caller.py). The number of concurrent
-conversations ramps (``--steps``); a step HOLDS in real time when, over all its turns: end of
-turn -> final transcript p95 <= 1000 ms, end of turn -> first answer audio p95 <= 1500 ms, every
-turn got both, no refusal ("busy" error or close 1013), no other error message, no server
-WARNING/ERROR. The figure is the largest step that holds, on this machine, with the load
-generator on it too. CPU per component (cores: CPU seconds / wall seconds, from /proc, see
-bench/proc_cpu.py): the server's event-loop thread, its other threads, the pocketsphinx decoder
-processes, the espeak-ng processes (reaped children), the callers.
+conversations ramps (``--steps``, one server for the whole ramp); a step HOLDS in real time when,
+over its turns after each caller's first (steady state: a first turn may wait for a pool to grow
+by a decoder process, reported apart): end of turn -> final transcript p95 <= 1000 ms, end of
+turn -> first answer audio p95 <= 1500 ms; and over all turns: every turn got both, no refusal
+("busy" error or close 1013), no other error message, no server WARNING/ERROR. The figure is
+the largest step that holds, on this machine, with the load generator on it too. CPU per
+component (cores: CPU seconds / wall seconds, from /proc, see bench/proc_cpu.py): the server's
+event-loop thread, its other threads, the pocketsphinx decoder processes, the espeak-ng
+processes (reaped children), the callers.
 
 ``--mode cloud``: the chat model through the real ``openai`` client against the OpenAI-compatible
 peer in its own process (bench/chat_peer.py: first token 300-600 ms, then a word every 20-50
@@ -105,6 +107,16 @@ def log_problems(log: Path, offset: int = 0) -> list[str]:
     return [f"{text} (x{n})" for text, n in counts.most_common()]
 
 
+def pools(ws_base: str) -> dict:
+    """The server's own pool figures (``GET /api/v1/pools``): clients made, peak leased, refusals."""
+    keys = ("clients", "peak_in_use", "created_total", "trimmed_total", "refused_total", "wait_ms_p95")
+    try:
+        body = httpx.get(ws_base.replace("ws://", "http://") + "/api/v1/pools", timeout=10).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"error": str(exc)[:80]}
+    return {name: {k: m[k] for k in keys if k in m} for name, m in body.get("pools", {}).items()}
+
+
 def ms(values: list[float], *ps: int) -> dict[str, float | None]:
     out: dict[str, float | None] = {f"p{p}": pct(values, p) for p in ps}
     out["max"] = round(max(values), 2) if values else None
@@ -163,10 +175,18 @@ def embedded(args) -> dict:
                 plan = Plan(f"{base}/api/v1/browser/conversation", utterances, args.turns, silence)
                 offset = log.stat().st_size
                 res, cores, busy = measure(proc.pid, plan, n, args.client_processes)
-                final = [t["final_ms"] for t in res.turns if t["final_ms"] is not None]
-                audio = [t["audio_ms"] for t in res.turns if t["audio_ms"] is not None]
+                if args.turns_file:
+                    with open(args.turns_file, "a") as f:
+                        f.write(json.dumps({"conversations": n, "turns": res.turns}) + "\n")
+                steady = [
+                    t for t in res.turns if t["turn"] > 0
+                ]  # the first turn may wait for the pools to grow
+                final = [t["final_ms"] for t in steady if t["final_ms"] is not None]
+                audio = [t["audio_ms"] for t in steady if t["audio_ms"] is not None]
+                first = [t["audio_ms"] for t in res.turns if t["turn"] == 0 and t["audio_ms"] is not None]
                 problems = log_problems(log, offset)
-                missing = n * args.turns - min(len(final), len(audio))
+                missing = sum(1 for t in res.turns if t["final_ms"] is None or t["audio_ms"] is None)
+                missing += n * args.turns - len(res.turns)
                 other = {k: v for k, v in res.errors.items() if k not in refusals(res)}
                 holds = (
                     not missing
@@ -182,6 +202,7 @@ def embedded(args) -> dict:
                         "turns": len(res.turns),
                         "final_transcript_ms": ms(final, 50, 95),
                         "first_audio_ms": ms(audio, 50, 95),
+                        "first_turn_first_audio_ms": ms(first, 50, 95),
                         "turns_missing_transcript_or_audio": missing,
                         "refusals": refusals(res),
                         "other_errors": other,
@@ -191,6 +212,7 @@ def embedded(args) -> dict:
                         ),
                         "cpu_cores": cores,
                         "machine_busy_cores": busy,
+                        "pools": pools(base),
                         "holds": holds,
                     }
                 )
@@ -248,12 +270,15 @@ def cloud(args) -> dict:
                     (proc_cpu.sample_process(peer.pid)["all"] - p0["all"]) / (time.monotonic() - t0), 3
                 )
                 llm = httpx.get(f"{peer_url}/bench/delays", timeout=10).json()
+                pool_figures = pools(base)
             problems = log_problems(log)
             delays = json.loads(delays_file.read_text()) if delays_file.exists() else {"stt": {}, "tts": {}}
     finally:
         peer.terminate()
         peer.wait(10)
-    return cloud_figures(args, res, cores, busy, problems, delays, llm)
+    figures = cloud_figures(args, res, cores, busy, problems, delays, llm)
+    figures["pools"] = pool_figures
+    return figures
 
 
 STAGES = (  # the server's own time in a turn, stage by stage: (name, from stamp, to stamp, provider delay)

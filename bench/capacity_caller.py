@@ -5,7 +5,8 @@ and times every turn from its end to the final transcript and to the first audio
 "End of turn" is when the caller sends the frame that completes ``silence_ms`` of silence after
 its last speech frame (the server's ``VAD_SILENCE_TIMEOUT``), as in bench_browser.py. A caller
 waits for the answer to finish playing (the audio received, played from its first frame) before
-speaking again, so it never barges in. Callers run in one or more processes
+speaking again, so it never barges in, and thinks 0.5-3 s (random) before each turn, so that
+callers do not speak in step. Callers run in one or more processes
 (:func:`run_processes`): each sends 50 frames a second, and the load generator must not be what
 limits the server.
 """
@@ -40,7 +41,8 @@ class Plan:
     turns: int
     silence_ms: int
     turn_timeout_s: float = 10.0
-    spread_s: float = 2.0  # callers start spread over this many seconds
+    spread_s: float = 3.0  # callers start spread over this many seconds
+    pause_s: tuple[float, float] = (0.5, 3.0)  # a caller thinks this long (random) before each turn
 
 
 @dataclass
@@ -135,6 +137,8 @@ async def caller(plan: Plan, index: int, res: Results) -> None:
                 res.errors["no greeting audio"] += 1
             for t in range(plan.turns):
                 said, pcm = plan.utterances[(index + t) % len(plan.utterances)]
+                for _ in range(int(rng.uniform(*plan.pause_s) * 1000) // FRAME_MS):
+                    await frame(NOISE)  # callers do not all speak at once (nor in step)
                 listener.reset(True)
                 for i in range(0, len(pcm), FRAME_BYTES):
                     await frame(pcm[i : i + FRAME_BYTES].ljust(FRAME_BYTES, b"\0"))
@@ -154,6 +158,7 @@ async def caller(plan: Plan, index: int, res: Results) -> None:
                 res.turns.append(
                     {
                         "caller": index,
+                        "turn": t,
                         "said": said,
                         "heard": final[1] if final else None,
                         "final_ms": round((final[0] - end) * 1000, 2) if final else None,
