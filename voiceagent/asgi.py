@@ -15,13 +15,14 @@ api_asgi_app = ApiASGIHandler()  # lean async middleware for /api/
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
 
-from voiceagent import components, servers_compat  # noqa: E402
+from voiceagent import access_log, components, servers_compat  # noqa: E402
 from voiceagent.lifecycle import LifespanApp, install_twisted_hooks, lifecycle  # noqa: E402
 from voiceagent.routing import websocket_urlpatterns  # noqa: E402
 
 components.install(lifecycle)
 install_twisted_hooks(lifecycle)  # daphne: no lifespan events, use the reactor's triggers
 servers_compat.install()  # daphne: send every close code our endpoints use, with its reason
+access_log.install()  # daphne's and uvicorn's access lines: secrets masked like ours
 
 application = LifespanApp(
     ProtocolTypeRouter(

@@ -13,6 +13,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
+from urllib.parse import unquote_plus
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 session_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("session_id", default=None)
@@ -24,6 +25,23 @@ _PATTERNS = (
         r"auth_token|code_verifier)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,&}]{4,}"
     ),
 )
+# A query parameter whose (decoded, lower-cased) name contains one of these carries a credential:
+# ``?api_key=`` (the browser sockets), OAuth's ``code``/``state``/``access_token``, signed URLs'
+# ``sig``/``signature``/``X-Amz-Credential``, ``password``, ``jwt``, ``client_secret`` and the like.
+_SECRET_PARAM_PARTS = (
+    "key",
+    "token",
+    "secret",
+    "pass",
+    "pwd",
+    "auth",
+    "sig",
+    "credential",
+    "jwt",
+    "code",
+    "state",
+)
+_QUERY_PAIR = re.compile(r"(?P<head>[?&;](?P<name>[^=&;?#\s\"'<>]{1,100})=)(?P<value>[^&;#\s\"'<>]*)")
 _secrets: tuple[str, ...] = ()
 
 
@@ -34,11 +52,35 @@ def register_secrets(values: Iterable[str]) -> None:
     _secrets = tuple(sorted(merged, key=len, reverse=True))
 
 
+def secret_param(name: str) -> bool:
+    """Whether a query parameter named ``name`` (as sent, maybe percent-encoded) holds a credential."""
+    lowered = unquote_plus(name).lower()
+    return any(part in lowered for part in _SECRET_PARAM_PARTS)
+
+
+def _mask_pair(match: re.Match[str]) -> str:
+    if match["value"] and secret_param(match["name"]):
+        return match["head"] + "***"
+    return match[0]
+
+
+def mask_query(text: str) -> str:
+    """Mask the values of credential-named query parameters anywhere in ``text``.
+
+    Access lines print the request target verbatim, and a key that no setting names (a stored
+    key, a wrong guess, an OAuth code) cannot be masked by value, only by where it stands.
+    """
+    if "=" not in text:
+        return text
+    return _QUERY_PAIR.sub(_mask_pair, text)
+
+
 def redact(text: str) -> str:
-    """Mask known secret values and credential-looking substrings."""
+    """Mask known secret values, credential query parameters and credential-looking substrings."""
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, "***")
+    text = mask_query(text)
     for pattern in _PATTERNS:
         text = pattern.sub(r"\1***", text)
     return text
