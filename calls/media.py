@@ -12,7 +12,9 @@ The call is found by ``x-ms-call-connection-id`` in :mod:`calls.callmap` (writte
 when the call was placed or answered, possibly on another worker). When
 ``TELEPHONY_MEDIA_AUDIENCE`` is set the provider's bearer JWT is verified first. Without a
 connection id (and only then without an audience) a ``?scenario=`` simulator stream gets a new
-session: test clients and local tools talk to the real adapter that way.
+session: test clients and local tools talk to the real adapter that way. In production without an
+audience (telephony not configured: settings refuse TELEPHONY_ENDPOINT without one) there is no
+provider token to check, so the stream needs the service's API key, like the browser sockets.
 
 Close codes: 1008 bad or missing credentials / unknown call, or more messages than
 ``TELEPHONY_MAX_MESSAGES_PER_SECOND`` (a token bucket, :mod:`calls.ratelimit`), 1013 this process
@@ -45,7 +47,7 @@ from calls.browser import envelope, event_payload
 from calls.playback import PacedPlayback
 from calls.ratelimit import MessageRateLimiter
 from calls.relay import publish
-from calls.wsauth import query
+from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
 from voiceagent.conversation.events import Event
@@ -277,6 +279,8 @@ class MediaStreamConsumer(LeanWebSocket):
             )
             if problem:
                 raise _Refused(1008, problem)
+        elif settings.PRODUCTION and not await authorized(self.scope):
+            raise _Refused(1008, "unauthorized: send an API key (?api_key=) or set TELEPHONY_MEDIA_AUDIENCE")
         if tracker.active_count(TRANSPORT) >= config.TELEPHONY_MAX_STREAMS:
             raise _Refused(1013, "server busy: too many media streams, try again later")
         tracker.opened(TRANSPORT)

@@ -7,7 +7,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
 from channels.routing import ProtocolTypeRouter, URLRouter
 from django.core.asgi import get_asgi_application
 
-django_asgi_app = get_asgi_application()  # sets Django up; full middleware (admin, web page)
+try:
+    django_asgi_app = get_asgi_application()  # sets Django up; full middleware (admin, web page)
+except SystemExit as exc:  # settings refused the environment and said why in one line
+    # exit 3 (uvicorn's STARTUP_FAILURE): its --workers supervisor stops instead of looping
+    raise SystemExit(3 if exc.code == 2 else exc.code) from None
+
+from voiceagent import preflight
+
+preflight.refuse_to_serve()  # production with no API key anywhere: one line, exit 3
 
 from voiceagent.handlers import ApiASGIHandler, HealthFastPath, PathRouter  # noqa: E402
 

@@ -3,7 +3,8 @@
 Keys come from ``API_KEYS`` or the :class:`~voiceagent.models.ApiKey` table (hashed). With no
 key configured in ``development`` every request is allowed (a warning is logged at startup); in
 ``production`` a missing or wrong key is a 401 ``{"detail"}``. Anonymous endpoints declare
-``permission_classes = [AllowAny]`` themselves.
+``permission_classes = [AllowAny]`` themselves. The OpenAPI schema and Swagger UI follow the API
+(:class:`ApiDocsAccess`) unless ``API_DOCS_PUBLIC`` opens them.
 """
 
 from __future__ import annotations
@@ -135,3 +136,21 @@ class ApiKeyRequired(BasePermission):
         if isinstance(request.user, ApiClient):
             return True
         return auth_mode() == "open"
+
+
+class ApiDocsAuthentication(ApiKeyAuthentication):
+    """The key of a schema or docs request; ignored when ``API_DOCS_PUBLIC`` (a stale key in a
+    browser must not turn public docs into a 401)."""
+
+    def authenticate(self, request):
+        if settings.CONFIG.API_DOCS_PUBLIC:
+            return None
+        return super().authenticate(request)
+
+
+class ApiDocsAccess(ApiKeyRequired):
+    """``/schema/`` and ``/docs/``: exactly as protected as the API, or public with
+    ``API_DOCS_PUBLIC``. Read per request, so a test's settings override applies."""
+
+    def has_permission(self, request, view) -> bool:
+        return bool(settings.CONFIG.API_DOCS_PUBLIC) or super().has_permission(request, view)

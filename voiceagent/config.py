@@ -174,6 +174,13 @@ VARIABLES: tuple[Var, ...] = (
         "Comma-separated API keys accepted as `Authorization: Bearer <key>`",
         secret=True,
     ),
+    V(
+        "API_DOCS_PUBLIC",
+        "false",
+        _bool,
+        "`true` serves the OpenAPI schema (`/api/v1/schema/`) and Swagger UI (`/api/v1/docs/`) without "
+        "an API key; by default they need one whenever the API does",
+    ),
     V("LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", upper=True), "Log level"),
     V(
         "LOG_FORMAT",
@@ -627,6 +634,11 @@ def _cross_checks(values: dict[str, Any]) -> None:
         if "*" in values["ALLOWED_HOSTS"]:
             raise ConfigError(
                 "ALLOWED_HOSTS='*' is not accepted when ENVIRONMENT=production: list the host names"
+            )
+        if values["TELEPHONY_ENDPOINT"] and not values["TELEPHONY_MEDIA_AUDIENCE"]:
+            raise ConfigError(
+                "TELEPHONY_MEDIA_AUDIENCE is required when ENVIRONMENT=production and TELEPHONY_ENDPOINT "
+                "is set: set the ACS resource id, or anyone can open the media stream"
             )
     unknown = set(values["MCP_REQUIRED_SERVERS"]) - set(values["MCP_ENABLED_SERVERS"])
     if unknown:

@@ -215,8 +215,9 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
-    "SERVE_AUTHENTICATION": [],
+    # like the API (an API key whenever the API needs one) unless API_DOCS_PUBLIC=true
+    "SERVE_PERMISSIONS": ["voiceagent.auth.ApiDocsAccess"],
+    "SERVE_AUTHENTICATION": ["voiceagent.auth.ApiDocsAuthentication"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
