@@ -39,7 +39,9 @@ def migrate(env: dict[str, str]) -> None:
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
 
 
-def server_command(kind: str, port: int, workers: int = 1) -> list[str]:
+def server_command(kind: str, port: int, workers: int = 1, access_log: bool = False) -> list[str]:
+    """The command line of ``kind``; uvicorn's access log is off unless ``access_log`` (daphne's is
+    always on, as ``scripts/run`` runs it)."""
     if kind == "uvicorn":
         cmd = [
             PYTHON,
@@ -52,18 +54,24 @@ def server_command(kind: str, port: int, workers: int = 1) -> list[str]:
             str(port),
             "--lifespan",
             "on",
-            "--no-access-log",
         ]
+        cmd += [] if access_log else ["--no-access-log"]
         return cmd + (["--workers", str(workers)] if workers > 1 else [])
     if kind == "daphne":
         return [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "voiceagent.asgi:application"]
     raise ValueError(kind)
 
 
-def start(kind: str, port: int, env: dict[str, str], log_path: Path, workers: int = 1) -> subprocess.Popen:
+def start(
+    kind: str, port: int, env: dict[str, str], log_path: Path, workers: int = 1, access_log: bool = False
+) -> subprocess.Popen:
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process by the caller's kill()
     return subprocess.Popen(
-        server_command(kind, port, workers), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        server_command(kind, port, workers, access_log),
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
 
 
