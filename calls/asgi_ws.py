@@ -6,15 +6,26 @@ audio frames a second per caller that was most of the server's per-frame cost. A
 receives only from its client (it publishes to channel-layer groups but never consumes from
 one), so it needs none of that: this class reads the ASGI events directly and offers the same
 small surface (``connect``/``receive``/``disconnect`` hooks, ``accept``, ``send``, ``close``).
+
+``disconnect`` runs once, when the client goes and also when a hook raises: the exception (a
+bug, a store that is down) is logged once and closes the socket with 1011, and the endpoint that
+counted the connection open and started its conversation still counts it closed and ends it.
+Before, the exception ended the ASGI task without ``disconnect`` (uvicorn swallows a
+``ClientDisconnected`` without a word): the process kept the connection counted and its
+conversation running.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 
 from channels.layers import get_channel_layer
 
 from voiceagent.servers_compat import fit_close_reason
+
+logger = logging.getLogger("calls.websocket")
 
 
 class LeanWebSocket:
@@ -34,16 +45,24 @@ class LeanWebSocket:
         return app
 
     async def run(self) -> None:
-        while True:
-            message: dict[str, Any] = await self._receive()
-            kind = message["type"]
-            if kind == "websocket.receive":
-                await self.receive(text_data=message.get("text"), bytes_data=message.get("bytes"))
-            elif kind == "websocket.connect":
-                await self.connect()
-            elif kind == "websocket.disconnect":
-                await self.disconnect(message.get("code", 1000))
-                return
+        """Feed the server's events to the hooks until the socket is gone; then ``disconnect``."""
+        try:
+            while True:
+                message: dict[str, Any] = await self._receive()
+                kind = message["type"]
+                if kind == "websocket.receive":
+                    await self.receive(text_data=message.get("text"), bytes_data=message.get("bytes"))
+                elif kind == "websocket.connect":
+                    await self.connect()
+                elif kind == "websocket.disconnect":
+                    code = message.get("code", 1000)
+                    break
+        except Exception:  # not CancelledError: a cancelled socket was never told disconnect either
+            logger.exception("%s failed; the socket closes with 1011", type(self).__name__)
+            code = 1011
+            with contextlib.suppress(Exception):
+                await self.close(1011, "internal error")
+        await self.disconnect(code)
 
     # --- hooks ---------------------------------------------------------------------------------------
     async def connect(self) -> None:
@@ -77,6 +96,7 @@ class LeanWebSocket:
             return
         self._closed = True
         # a reason over 123 bytes is an error under uvicorn (websockets): cut it
-        await self._send(
-            {"type": "websocket.close", "code": code or 1000, "reason": fit_close_reason(reason)}
-        )
+        with contextlib.suppress(OSError):  # the client is already gone: nothing to close
+            await self._send(
+                {"type": "websocket.close", "code": code or 1000, "reason": fit_close_reason(reason)}
+            )

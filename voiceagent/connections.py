@@ -1,12 +1,18 @@
 """Live connection counts per process, for ``/health`` ``session_metrics`` and limits.
 
-Transports call :func:`opened` / :func:`closed`; nothing here touches I/O.
+Transports call :func:`opened` / :func:`closed`; nothing here touches I/O. The session metrics
+(``connected``, ``disconnected``, ``active``) count conversations only: dashboards (viewers, not
+sessions) have their own count, so ``connected - disconnected == active`` always holds.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
+
+logger = logging.getLogger(__name__)
+VIEWERS = frozenset({"dashboard"})  # counted per transport, not in the session metrics
 
 
 class ConnectionTracker:
@@ -20,19 +26,24 @@ class ConnectionTracker:
 
     def opened(self, transport: str) -> None:
         with self._lock:
-            self.connected += 1
+            if transport not in VIEWERS:
+                self.connected += 1
             self.active[transport] += 1
 
     def closed(self, transport: str) -> None:
         with self._lock:
-            self.disconnected += 1
-            self.active[transport] = max(0, self.active[transport] - 1)
+            if self.active[transport] <= 0:  # closed twice: a bug, but the metrics stay consistent
+                logger.warning("a %s connection was counted closed more often than opened", transport)
+                return
+            if transport not in VIEWERS:
+                self.disconnected += 1
+            self.active[transport] -= 1
 
     def active_count(self, transport: str | None = None) -> int:
         with self._lock:
             if transport is not None:
                 return self.active[transport]
-            return sum(v for k, v in self.active.items() if k != "dashboard")
+            return sum(v for k, v in self.active.items() if k not in VIEWERS)
 
     def metrics(self) -> dict[str, int]:
         return {"connected": self.connected, "disconnected": self.disconnected, "active": self.active_count()}

@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import websockets
 from servers import base_env, free_port, migrate, start, wait_http
@@ -221,4 +222,81 @@ async def test_unknown_path_is_4404_and_a_long_reason_is_cut_to_123_bytes(server
         code, reason = await closed_with(ws)
     assert code == 4404 and reason.startswith("no WebSocket endpoint at /api/v1/éé"), (code, reason)
     assert 120 <= len(reason.encode()) <= 123
+    server.assert_log_clean()
+
+
+AUDIOHOOK_HEADERS = {
+    "Audiohook-Organization-Id": "d7934305-0972-4844-938e-9060eef73d05",
+    "Audiohook-Session-Id": "6f1c3a52-8a8e-4b8e-9a39-0f3a4a1c7e11",
+    "Audiohook-Correlation-Id": "0b5d3b7e-5a0c-4d1e-8f43-0c2f0b9f6a21",
+}
+ENDPOINTS = {  # path -> (headers, a first message to wait for before the bad frame)
+    f"browser/conversation?api_key={KEY}": ({}, True),
+    f"browser/dashboard/relay?api_key={KEY}": ({}, True),
+    "media/stream?scenario=banking&events=1": ({}, True),
+    "contactcenter/stream": (AUDIOHOOK_HEADERS, False),
+}
+
+
+async def test_invalid_utf8_is_1007_with_one_warning_per_connection(server):
+    """A text frame that is not UTF-8 cannot reach the app: the server closes with 1007 and a reason
+    and logs one WARNING, not an ERROR with a traceback (uvicorn) nor a bare TCP drop (daphne)."""
+    for path, (headers, greeted) in ENDPOINTS.items():
+        async with websockets.connect(server.ws(path), additional_headers=headers) as ws:
+            if greeted:
+                await asyncio.wait_for(ws.recv(), CLOSE_TIMEOUT)
+            await ws.send(b'{"type": "text", "payload": {"text": "\xff\xfe"}}', text=True)
+            assert await closed_with(ws) == (1007, "invalid UTF-8 in a text message"), path
+    server.assert_log_clean()
+    text = server.log.read_text(errors="replace")[server.log_from :]
+    said = [line for line in text.splitlines() if "is not valid UTF-8" in line]
+    assert len(said) == len(ENDPOINTS) and all("WARNING" in line for line in said), said
+    assert all(KEY not in line for line in said)  # the path is logged without its query string
+
+
+async def health_counts(server) -> tuple[dict, int]:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}) as client:
+        health = (await client.get(f"http://127.0.0.1:{server.port}/api/v1/health")).json()
+        status = (await client.get(f"http://127.0.0.1:{server.port}/api/v1/browser/status")).json()
+    return health["session_metrics"], status["dashboard_clients"]
+
+
+async def vanish(server, path: str, headers: dict[str, str]) -> None:
+    """A client that goes away in the middle of the handshake: the server has accepted (it sent
+    101) and is still setting the socket up when the connection resets."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    lines = [
+        f"GET /api/v1/{path} HTTP/1.1",
+        f"Host: 127.0.0.1:{server.port}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+    await writer.drain()
+    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CLOSE_TIMEOUT)
+    writer.transport.abort()  # RST, no close frame
+
+
+async def test_connection_counts_stay_consistent(server):
+    """``connected - disconnected == active`` on every worker, with a dashboard open (dashboards are
+    viewers, not sessions: they were counted connected but never active) and after clients that
+    vanished mid-handshake (a dashboard gone before its first message stayed counted for ever)."""
+    async with websockets.connect(server.ws(f"browser/dashboard/relay?api_key={KEY}")) as dashboard:
+        await asyncio.wait_for(dashboard.recv(), CLOSE_TIMEOUT)
+        metrics, dashboards = await health_counts(server)
+        assert metrics["connected"] - metrics["disconnected"] == metrics["active"], metrics
+        assert dashboards <= 1
+        for _ in range(4):
+            for path, (headers, _greeted) in ENDPOINTS.items():
+                await vanish(server, path, headers)
+    settled = 0
+    async with asyncio.timeout(30):
+        while settled < 10:  # ten answers in a row (from any worker) with nothing left open
+            metrics, dashboards = await health_counts(server)
+            assert metrics["connected"] - metrics["disconnected"] == metrics["active"], metrics
+            settled = settled + 1 if (metrics["active"], dashboards) == (0, 0) else 0
+            await asyncio.sleep(0.2)
     server.assert_log_clean()
