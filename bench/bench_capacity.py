@@ -328,6 +328,12 @@ def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: 
         "provider_delays_ms_p50": {k: pct(v, 50) for k, v in parts.items()},
         "turns_without_measure": unmatched,
         "server_added_by_stage_ms": {name: ms(v, 50, 99) for name, v in stages.items()},
+        "server_loop_lag_ms": ms(delays.get("loop_lag_ms", []), 50, 99),
+        "server_gc_tracked_objects": delays.get("gc_tracked_objects"),
+        "server_gc_pauses_ms": {
+            gen: {"count": len(v), "total": round(sum(v)), **ms(v, 99)}
+            for gen, v in delays.get("gc_ms", {}).items()
+        },
         "errors": errors[:10],
         "cpu_cores": cores,
         "machine_busy_cores": busy,
@@ -353,7 +359,7 @@ def main() -> None:
     parser.add_argument("--keep-going", action="store_true", help="embedded: ramp on after a step fails")
     parser.add_argument("--conversations", type=int, default=200, help="cloud")
     parser.add_argument("--first-token-ms", default="300-600", help="cloud: the chat peer's first token")
-    parser.add_argument("--peer-nice", type=int, default=10, help="cloud: niceness of the chat peer process")
+    parser.add_argument("--peer-nice", type=int, default=0, help="cloud: niceness of the chat peer process")
     parser.add_argument("--client-processes", type=int, default=0, help="caller processes (0: 1 per 100)")
     parser.add_argument("--py-spy", metavar="OUT", help="cloud: profile the server with py-spy (on PATH)")
     parser.add_argument("--turns-file", help="write every turn's record (JSON) here, to look into a run")

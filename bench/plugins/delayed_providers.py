@@ -17,12 +17,14 @@ Each provider delay is recorded per utterance (the answer of the chat peer start
 ``Noted <n>.``, so the TTS knows which utterance it speaks for) and written as JSON to
 ``BENCH_DELAYS_FILE`` when the server shuts down, for the benchmark to subtract; so are
 ``time.monotonic`` stamps of each utterance at the provider calls (the chat provider's ``stream``
-is wrapped to stamp its request and first text), to split the server's own time into stages.
+is wrapped to stamp its request and first text), to split the server's own time into stages, and
+the event loop's lateness on a 10 ms ticker and the garbage collector's pauses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import os
@@ -195,8 +197,38 @@ async def _stamp_request(request) -> None:
         stamp(keys[-1], "chat_send")  # the history holds the earlier turns' utterances first
 
 
+async def _ticker(lags: list[float]) -> None:
+    """The event loop's lateness: how much later than asked a 10 ms sleep wakes up (ms; measured on
+    ``time.monotonic``: uvloop's ``loop.time()`` counts whole milliseconds)."""
+    while True:
+        want = time.monotonic() + 0.01
+        await asyncio.sleep(0.01)
+        lags.append((time.monotonic() - want) * 1000)
+
+
+def _watch_gc(pauses: dict[str, list[float]]) -> None:
+    """Record every garbage collection's pause (ms) by generation: a stop-the-world the loop feels."""
+    began = [0.0]
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.setdefault(f"gen{info['generation']}", []).append((time.perf_counter() - began[0]) * 1000)
+
+    gc.callbacks.append(callback)
+
+
 def register(cycle) -> None:
     from voiceagent.runtime import runtime
+
+    lags: list[float] = DELAYS.setdefault("loop_lag_ms", [])
+    tasks: list[asyncio.Task] = []
+
+    async def watch() -> str:  # a deferred step: after startup's own full collection and gc.freeze()
+        tasks.append(asyncio.get_running_loop().create_task(_ticker(lags)))
+        _watch_gc(DELAYS.setdefault("gc_ms", {}))
+        return "benchmark: loop lag and GC pauses recorded"
 
     async def swap() -> str:
         runtime.stt = DelayedSTT(runtime.stt.pool)
@@ -209,9 +241,13 @@ def register(cycle) -> None:
         return "benchmark: delayed speech providers on the configured pools"
 
     def dump() -> None:
+        for task in tasks:
+            task.cancel()
+        DELAYS["gc_tracked_objects"] = {"collected": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
         path = os.environ.get("BENCH_DELAYS_FILE")
         if path:
             with open(path, "w") as f:
                 json.dump(DELAYS, f)
 
     cycle.register("aoai", "bench-delayed-speech", start=swap, stop=dump)
+    cycle.register("warmup", "bench-watch", start=watch)
