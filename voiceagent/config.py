@@ -342,13 +342,32 @@ VARIABLES: tuple[Var, ...] = (
         group="speech",
     ),
     V("VAD_AGGRESSIVENESS", "2", _int(0, 3), "webrtcvad mode, 0 (lenient) to 3 (strict)", group="speech"),
-    V("TTS_POOL_SIZE", "4", _int(0, 256), "Speech synthesis clients kept warm per process", group="speech"),
-    V("STT_POOL_SIZE", "4", _int(0, 256), "Speech recognition clients kept warm per process", group="speech"),
+    V(
+        "TTS_POOL_SIZE",
+        "4",
+        _int(0, 256),
+        "Speech synthesis clients kept warm per process (espeak-ng slots or Azure synthesizers). Not a "
+        "limit: more are made on demand, up to BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS, and "
+        "those beyond this size are closed after 30 s idle",
+        group="speech",
+    ),
+    V(
+        "STT_POOL_SIZE",
+        "4",
+        _int(0, 256),
+        "Speech recognition clients kept warm per process (pocketsphinx decoder processes, ~100 MB "
+        "each, or Azure recognitions). Not a limit: more are made on demand, up to "
+        "BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS, and those beyond this size are closed after "
+        "30 s idle",
+        group="speech",
+    ),
     V(
         "POOL_ACQUIRE_TIMEOUT",
         "2",
         _float(0.01, 60),
-        "Seconds to wait for a free speech client",
+        "Seconds a speech request waits for a client when its pool is at its maximum "
+        "(BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS clients in use); then it is refused: the "
+        "caller gets an stt_error/tts_error and GET /api/v1/pools counts it in refused_total",
         group="speech",
     ),
     # --- cache and stores -----------------------------------------------------------------------

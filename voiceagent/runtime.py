@@ -102,9 +102,10 @@ class Runtime:
         if self.stt is None or self.tts is None:
             return "unhealthy", "speech providers not created (startup step 2 failed)"
         pools = pool_metrics()
-        detail = (
-            f"stt {self.stt.name} ({pools['stt']['available']}/{pools['stt']['size']} free), "
-            f"tts {self.tts.name} ({pools['tts']['available']}/{pools['tts']['size']} free)"
+        detail = ", ".join(
+            f"{kind} {provider.name} ({m['in_use']} in use, {m['warm']} idle, {m['size']} kept warm, "
+            f"up to {m['max_size']})"
+            for kind, provider, m in (("stt", self.stt, pools["stt"]), ("tts", self.tts, pools["tts"]))
         )
         return "healthy", detail
 

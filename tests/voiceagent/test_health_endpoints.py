@@ -189,13 +189,20 @@ def test_pools_body(api_client):
             "acquired_total",
             "wait_ms_p95",
             "provider",
+            # added when pools became warm sets that grow on demand (issue 11)
+            "max_size",
+            "clients",
+            "refused_total",
+            "created_total",
+            "trimmed_total",
+            "peak_in_use",
         }
 
 
 async def test_pools_reflect_a_live_pool(api_client):
     from voiceagent.speech.pools import POOLS, ClientPool
 
-    pool = ClientPool("tts", factory=object, size=2, provider="test", acquire_timeout=0.05)
+    pool = ClientPool("tts", factory=object, size=2, provider="test", acquire_timeout=0.05, max_size=2)
     await pool.warm()
     POOLS["tts"] = pool
     try:

@@ -95,12 +95,22 @@ class ReadinessSerializer(serializers.Serializer):
 
 
 class PoolSerializer(serializers.Serializer):
-    size = serializers.IntegerField()
-    available = serializers.IntegerField()
+    size = serializers.IntegerField(help_text="clients kept warm (TTS_POOL_SIZE / STT_POOL_SIZE)")
+    max_size = serializers.IntegerField(
+        help_text="most clients at once: BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS"
+    )
+    clients = serializers.IntegerField(help_text="clients now: in use, idle or being made")
+    available = serializers.IntegerField(help_text="leases possible without waiting: idle + room to grow")
     in_use = serializers.IntegerField()
-    utilization = serializers.FloatField(help_text="0..1")
-    waiters = serializers.IntegerField()
+    utilization = serializers.FloatField(help_text="in_use / max_size, 0..1 (1: new requests wait)")
+    waiters = serializers.IntegerField(help_text="requests waiting because the pool is at max_size")
     acquired_total = serializers.IntegerField()
+    refused_total = serializers.IntegerField(
+        help_text="requests refused at max_size after POOL_ACQUIRE_TIMEOUT (told as stt_error/tts_error)"
+    )
+    created_total = serializers.IntegerField(help_text="clients made, warm ones included")
+    trimmed_total = serializers.IntegerField(help_text="clients beyond size closed after idling")
+    peak_in_use = serializers.IntegerField()
     wait_ms_p95 = serializers.FloatField()
     provider = serializers.CharField()
 

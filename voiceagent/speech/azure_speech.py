@@ -32,7 +32,7 @@ from voiceagent.config import ConfigError
 from voiceagent.conversation.providers import ProviderError
 from voiceagent.conversation.specs import VoiceSpec
 from voiceagent.speech.audio import FrameChunker, frame_bytes_for
-from voiceagent.speech.pools import ClientPool, PoolTimeout
+from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
 
 __all__ = [
     "AZURE_SPEECH_SCOPE",
@@ -247,8 +247,8 @@ class _RecognitionSlot:
     """Permit for one concurrent recognition (the ``stt`` pool's client).
 
     A recognizer is bound to its push stream, so each utterance builds its own (sub-millisecond,
-    no network until started); the pool caps concurrent recognitions at ``STT_POOL_SIZE`` and
-    gives ``/pools`` its figures.
+    no network until started); the pool bounds concurrent recognitions by its maximum (the
+    session limit; ``STT_POOL_SIZE`` is only its warm size) and gives ``/pools`` its figures.
     """
 
     __slots__ = ()
@@ -418,6 +418,7 @@ class AzureSTT:
         finish_timeout: float = 5.0,
         endpoint: str | None = None,
         token_provider: AadTokenProvider | None = None,
+        max_size: int | None = None,
     ):
         self.auth = auth
         self.segmentation_silence_timeout_ms = int(segmentation_silence_timeout_ms)
@@ -426,13 +427,19 @@ class AzureSTT:
         self._tokens = token_provider or (
             AadTokenProvider(auth.resource_id or "") if auth.mode == "aad" else None
         )
-        self._executor = ThreadPoolExecutor(max(2, pool_size + 1), thread_name_prefix="azure-stt")
-        self._teardown_executor = ThreadPoolExecutor(
-            max(2, pool_size + 1), thread_name_prefix="azure-stt-stop"
-        )
         self.pool: ClientPool[_RecognitionSlot] = ClientPool(
-            "stt", _RecognitionSlot, size=pool_size, provider=self.name, acquire_timeout=acquire_timeout
+            "stt",
+            _RecognitionSlot,
+            size=pool_size,
+            provider=self.name,
+            acquire_timeout=acquire_timeout,
+            max_size=max_size,
         )
+        # Blocking SDK calls (start, stop) run here, never on the loop. One thread per recognition
+        # the pool admits (+1), made lazily and reused: threads never outgrow the session limit.
+        threads = self.pool.max_size + 1
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="azure-stt")
+        self._teardown_executor = ThreadPoolExecutor(threads, thread_name_prefix="azure-stt-stop")
 
     @classmethod
     def from_config(
@@ -444,6 +451,7 @@ class AzureSTT:
             acquire_timeout=float(_setting(config, "POOL_ACQUIRE_TIMEOUT", 2.0)),
             segmentation_silence_timeout_ms=int(_setting(config, "VAD_SILENCE_TIMEOUT", 500)),
             token_provider=token_provider,
+            max_size=session_limit(config),
         )
 
     @property
@@ -463,11 +471,8 @@ class AzureSTT:
     async def open(self, language: str, on_interim: Callable[[str], None]) -> AzureSTTStream:
         try:
             slot = await self.pool.acquire()
-        except PoolTimeout:
-            raise ProviderError(
-                f"speech recognition busy: no Azure recogniser free within {self.pool.acquire_timeout:g} s "
-                f"({self.pool.size} in use; raise STT_POOL_SIZE)"
-            ) from None
+        except PoolTimeout as exc:
+            raise ProviderError(f"speech recognition busy: {exc} (Azure recognitions)") from None
         except RuntimeError as exc:
             raise ProviderError(f"speech recognition unavailable: {exc}") from None
         stream = AzureSTTStream(self, slot, on_interim)
@@ -540,6 +545,7 @@ class AzureTTS:
         endpoint: str | None = None,
         token_provider: AadTokenProvider | None = None,
         chunk_ms: int = 100,
+        max_size: int | None = None,
     ):
         self.auth = auth
         self.endpoint = endpoint
@@ -548,7 +554,6 @@ class AzureTTS:
         self._tokens = token_provider or (
             AadTokenProvider(auth.resource_id or "") if auth.mode == "aad" else None
         )
-        self._executor = ThreadPoolExecutor(max(2, pool_size + 1), thread_name_prefix="azure-tts")
         self.pool: ClientPool[_PooledSynthesizer] = ClientPool(
             "tts",
             self._new_synthesizer,
@@ -556,7 +561,11 @@ class AzureTTS:
             provider=self.name,
             acquire_timeout=acquire_timeout,
             closer=self._close_synthesizer,
+            max_size=max_size,
         )
+        # ``speak`` blocks a thread for a whole synthesis: one thread per synthesizer the pool
+        # admits (+1 to make or close one), made lazily and reused, never beyond the session limit.
+        self._executor = ThreadPoolExecutor(self.pool.max_size + 1, thread_name_prefix="azure-tts")
 
     @classmethod
     def from_config(
@@ -570,6 +579,7 @@ class AzureTTS:
                 _setting(config, "TTS_VOICE"), _setting(config, "TTS_STYLE"), _setting(config, "TTS_RATE")
             ),
             token_provider=token_provider,
+            max_size=session_limit(config),
         )
 
     @property
@@ -599,11 +609,8 @@ class AzureTTS:
         ssml = build_ssml(text, self.voice_for(voice))
         try:
             synth = await self.pool.acquire()
-        except PoolTimeout:
-            raise ProviderError(
-                f"speech synthesis busy: no Azure synthesizer free within {self.pool.acquire_timeout:g} s "
-                f"({self.pool.size} in use; raise TTS_POOL_SIZE)"
-            ) from None
+        except PoolTimeout as exc:
+            raise ProviderError(f"speech synthesis busy: {exc} (Azure synthesizers)") from None
         except RuntimeError as exc:
             raise ProviderError(f"speech synthesis unavailable: {exc}") from None
         except ProviderError:

@@ -28,13 +28,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.speech.pools import ClientPool, PoolTimeout
+from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
 
 __all__ = ["MAX_BUFFER_S", "PocketsphinxSTT", "PocketsphinxStream"]
 
@@ -282,8 +283,10 @@ class PocketsphinxStream:
         try:
             if not self._done.done():
                 self._worker.send(b"F")
-            # Generous: the backlog (<= MAX_BUFFER_S of audio) decodes at ~10x real time per core.
-            timeout = 10.0 + self._worker.backlog() / BYTES_PER_S
+            # Generous: the backlog (<= MAX_BUFFER_S of audio) decodes at ~10x real time per core;
+            # a pool grown past the core count shares the cores between that many more decoders.
+            share = max(1.0, self._provider.pool.in_use / (os.cpu_count() or 1))
+            timeout = (10.0 + self._worker.backlog() / BYTES_PER_S) * share
             return await asyncio.wait_for(asyncio.shield(self._done), timeout)
         except TimeoutError:
             broken = True
@@ -328,7 +331,16 @@ class PocketsphinxSTT:
     name = "offline-pocketsphinx"
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, pool_size: int = 4, acquire_timeout: float = 2.0, interim_interval: float = 0.3):
+    def __init__(
+        self,
+        pool_size: int = 4,
+        acquire_timeout: float = 2.0,
+        interim_interval: float = 0.3,
+        max_size: int | None = None,
+    ):
+        """``pool_size`` decoder processes stay warm; more start on demand, up to ``max_size``
+        (default: the default session limit). The pool bounds the child processes: decoding never
+        runs in this process, so growth adds no thread and never blocks the event loop."""
         self.interim_interval = interim_interval
         self._workers: set[_DecoderProcess] = set()  # every live child, leased or idle
         self.pool: ClientPool[_DecoderProcess] = ClientPool(
@@ -338,6 +350,7 @@ class PocketsphinxSTT:
             provider=self.name,
             acquire_timeout=acquire_timeout,
             closer=self._close_worker,
+            max_size=max_size,
         )
 
     @classmethod
@@ -346,6 +359,7 @@ class PocketsphinxSTT:
         return cls(
             pool_size=4 if size is None else int(size),
             acquire_timeout=2.0 if timeout is None else float(timeout),
+            max_size=session_limit(config),
         )
 
     async def _start_worker(self) -> _DecoderProcess:
@@ -370,11 +384,8 @@ class PocketsphinxSTT:
         for _ in range(max(1, self.pool.size) + 1):
             try:
                 worker = await self.pool.acquire()
-            except PoolTimeout:
-                raise ProviderError(
-                    f"speech recognition busy: no offline recogniser free within "
-                    f"{self.pool.acquire_timeout:g} s ({self.pool.size} in use; raise STT_POOL_SIZE)"
-                ) from None
+            except PoolTimeout as exc:
+                raise ProviderError(f"speech recognition busy: {exc} (offline recognisers)") from None
             except ProviderError:
                 raise
             except RuntimeError as exc:  # pool closed

@@ -11,8 +11,11 @@ characters are removed first (espeak-ng has in-band escape sequences).
 
 The WAV stream on stdout (22.05 kHz for espeak's own voices) is parsed incrementally, resampled to
 :attr:`EspeakTTS.sample_rate` with a streaming resampler and yielded in ~100 ms chunks as espeak
-writes it. Concurrent processes are capped by a :class:`~voiceagent.speech.pools.ClientPool` of
-slots (``TTS_POOL_SIZE``) whose acquire timeout turns overload into a clear ``ProviderError``.
+writes it. Each running process holds a slot of a :class:`~voiceagent.speech.pools.ClientPool`:
+``TTS_POOL_SIZE`` slots are kept, more are added on demand up to the pool's maximum (the
+process's session limit), which bounds the concurrent espeak-ng processes. The processes are
+driven with asyncio pipes: no thread, nothing blocks the event loop. Only at that maximum does
+the acquire timeout turn overload into a clear ``ProviderError``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import soxr
 from voiceagent.conversation.providers import ProviderError
 from voiceagent.conversation.specs import VoiceSpec
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, StreamResampler, frame_bytes_for
-from voiceagent.speech.pools import ClientPool, PoolTimeout
+from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
 
 __all__ = [
     "DEFAULT_WPM",
@@ -196,6 +199,7 @@ class EspeakTTS:
         default_voice: VoiceSpec | Callable[[], VoiceSpec] | None = None,
         binary: str = "espeak-ng",
         chunk_ms: int = CHUNK_MS,
+        max_size: int | None = None,
     ):
         if sample_rate not in (16000, 24000):
             raise ValueError(f"EspeakTTS sample_rate must be 16000 or 24000, got {sample_rate!r}")
@@ -206,7 +210,12 @@ class EspeakTTS:
         self._languages: frozenset[str] | None = None
         self._slots = 0
         self.pool: ClientPool[_Slot] = ClientPool(
-            "tts", self._new_slot, size=pool_size, provider=self.name, acquire_timeout=acquire_timeout
+            "tts",
+            self._new_slot,
+            size=pool_size,
+            provider=self.name,
+            acquire_timeout=acquire_timeout,
+            max_size=max_size,
         )
 
     @classmethod
@@ -216,6 +225,7 @@ class EspeakTTS:
             pool_size=4 if size is None else int(size),
             acquire_timeout=2.0 if timeout is None else float(timeout),
             default_voice=VoiceSpec(config.get("TTS_VOICE"), config.get("TTS_STYLE"), config.get("TTS_RATE")),
+            max_size=session_limit(config),
         )
 
     def _new_slot(self) -> _Slot:
@@ -269,11 +279,8 @@ class EspeakTTS:
         argv = self.command(voice)
         try:
             slot = await self.pool.acquire()
-        except PoolTimeout:
-            raise ProviderError(
-                f"speech synthesis busy: no espeak-ng slot free within {self.pool.acquire_timeout:g} s "
-                f"({self.pool.size} in use; raise TTS_POOL_SIZE)"
-            ) from None
+        except PoolTimeout as exc:
+            raise ProviderError(f"speech synthesis busy: {exc} (espeak-ng processes)") from None
         except RuntimeError as exc:  # pool closed
             raise ProviderError(f"speech synthesis unavailable: {exc}") from None
         proc: asyncio.subprocess.Process | None = None

@@ -194,7 +194,7 @@ def test_cancellation_message_is_one_line_and_redacted():
 
 # --- pools and failures without the cloud --------------------------------------------------------------
 async def test_tts_pool_warms_offline_and_exhaustion_is_a_provider_error():
-    tts = AzureTTS(AzureSpeechAuth("westeurope", KEY), pool_size=1, acquire_timeout=0.2)
+    tts = AzureTTS(AzureSpeechAuth("westeurope", KEY), pool_size=1, acquire_timeout=0.2, max_size=1)
     assert tts.name == "azure-speech" and tts.sample_rate == 24000
     assert await tts.warm() == 1  # synthesizers are created without touching the network
     held = await tts.pool.acquire()
@@ -208,7 +208,7 @@ async def test_tts_pool_warms_offline_and_exhaustion_is_a_provider_error():
 
 
 async def test_stt_pool_exhaustion_is_a_provider_error():
-    stt = AzureSTT(AzureSpeechAuth("westeurope", KEY), pool_size=1, acquire_timeout=0.2)
+    stt = AzureSTT(AzureSpeechAuth("westeurope", KEY), pool_size=1, acquire_timeout=0.2, max_size=1)
     assert await stt.warm() == 1
     held = await stt.pool.acquire()
     with pytest.raises(ProviderError, match="speech recognition busy"):

@@ -45,8 +45,8 @@ async def test_unsupported_language_is_a_clear_error():
 
 
 @pytest.mark.slow
-async def test_pool_exhausted_raises_within_the_timeout_and_recovers():
-    stt = PocketsphinxSTT(pool_size=2, acquire_timeout=0.3)
+async def test_pool_at_its_maximum_raises_within_the_timeout_and_recovers():
+    stt = PocketsphinxSTT(pool_size=2, acquire_timeout=0.3, max_size=2)
     assert stt.name == "offline-pocketsphinx" and stt.sample_rate == 16000
     assert await stt.warm() == 2
     a = await stt.open("en-US", lambda t: None)

@@ -181,8 +181,8 @@ async def test_hostile_text_is_spoken_not_executed(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-async def test_slots_exhausted_then_released_on_early_stop():
-    tts = EspeakTTS(pool_size=1, acquire_timeout=0.3)
+async def test_slots_at_the_maximum_then_released_on_early_stop():
+    tts = EspeakTTS(pool_size=1, acquire_timeout=0.3, max_size=1)
     first = tts.synthesize(LONG_TEXT, VoiceSpec())
     assert await first.__anext__()
     began = time.monotonic()
