@@ -1,0 +1,182 @@
+"""Acceptance: six phone calls at once, placed through the REST API and streamed by the provider.
+
+Each call is placed with ``POST /calls/initiate`` (the real Call Automation SDK against the local
+ACS peer); the provider then connects the call's media stream to ``/media/stream?events=1`` with
+its bearer JWT (checked against the JWKS the deployment is configured with), reports the call
+connected on ``/calls/callbacks``, and streams the caller's line: 20 ms ``AudioData`` frames of
+16 kHz PCM16 (``pcm16KMono``) at real time, silence included. The callers hear the greeting out,
+all speak at once - more callers than the speech pools (4) - then interrupt the answer; the calls
+are hung up through the API and the provider reports them disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+from clients import Dashboard, Utterance, is_final_transcript, is_type
+from deployments import RUN, UNCLOSED_SESSION, Deployment, assert_log_clean, xfail_on
+from provider_clients import PhoneCaller
+from voices import pcm16, voice_for
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
+
+CALLERS = 6
+ROUNDS = ("i lost my card", "my card was stolen")
+# pools of 4 (the defaults) that make a caller wait at most 1 s for a free recogniser: whoever
+# speaks while four others are still talking must not be refused (TELEPHONY_MAX_STREAMS is 200)
+SERVER_ENV = {"POOL_ACQUIRE_TIMEOUT": "1"}
+
+
+@dataclass
+class Call:
+    index: int
+    voice: str
+    placed: dict = field(default_factory=dict)  # the 202 body of /calls/initiate
+    greeting: list[str] = field(default_factory=list)
+    greeting_audio_s: float = 0.0
+    utterances: list[Utterance] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)  # the ?events=1 messages
+    closed: dict | None = None  # how the stream ended
+    failure: str | None = None
+
+
+@dataclass
+class Run:
+    calls: list[Call]
+    dashboard: list[dict]
+    listed: dict[str, dict]  # GET /calls/ after the hang-ups, by connection id
+
+
+async def phone_calls(deployment: Deployment, peers) -> Run:
+    voices = [voice_for(i + 1) for i in range(CALLERS)]
+    audio = {
+        (r, i): await asyncio.to_thread(pcm16, ROUNDS[r], voices[i]) for r in range(2) for i in range(CALLERS)
+    }
+    results = [Call(i, str(voices[i])) for i in range(CALLERS)]
+    async with httpx.AsyncClient(timeout=30, headers=deployment.auth) as http:
+        for i, call in enumerate(results):
+            body = {"phone_number": f"+1555010{i:04d}", "scenario": "banking"}
+            response = await http.post(f"{deployment.http}/calls/initiate", json=body)
+            assert response.status_code == 202, response.text
+            call.placed = response.json()
+        dashboard = await Dashboard.connect(deployment.ws, deployment.api_key)
+        lines = await asyncio.gather(
+            *(PhoneCaller.connect(deployment.ws, c.placed, peers.jwks.token(), c.voice) for c in results)
+        )
+        connected = [peers.acs.cloud_event("CallConnected", c.placed["connection_id"]) for c in results]
+        response = await http.post(f"{deployment.http}/calls/callbacks", json=connected)
+        assert response.status_code == 200 and response.json() == {"processed": CALLERS}, response.text
+
+        async def step(call: Call, what: str, work) -> None:
+            if call.failure is None:
+                try:
+                    await work
+                except (AssertionError, TimeoutError) as exc:
+                    call.failure = f"{what}: {type(exc).__name__} {exc}"[:300]
+
+        pairs = list(zip(results, lines, strict=True))
+        await asyncio.gather(*(step(c, "greeting", line.played()) for c, line in pairs))
+        for call, line in pairs:
+            call.greeting = [
+                m["payload"]["text"] for m in line.inbox.messages if m["type"] == "agent_response"
+            ]
+            call.greeting_audio_s = len(line.client.audio) / 2 / 16000
+        for r in range(len(ROUNDS)):  # all at once; round 2 interrupts round 1's answer
+            await asyncio.gather(
+                *(
+                    step(c, f"round {r + 1}", line.say(ROUNDS[r], audio[r, c.index], dashboard))
+                    for c, line in pairs
+                )
+            )
+        for call, line in pairs:  # hang up through the API; the provider ends the stream and reports it
+            response = await http.post(
+                f"{deployment.http}/calls/terminate", json={"connection_id": call.placed["connection_id"]}
+            )
+            assert response.status_code == 200, response.text
+        await asyncio.gather(*(line.close() for _, line in pairs))
+        ended = [peers.acs.cloud_event("CallDisconnected", c.placed["connection_id"]) for c in results]
+        response = await http.post(f"{deployment.http}/calls/callbacks", json=ended)
+        assert response.status_code == 200, response.text
+        for call, line in pairs:
+            call.utterances, call.events, call.closed = (
+                line.utterances,
+                line.inbox.messages,
+                line.inbox.closed,
+            )
+        listed = (await http.get(f"{deployment.http}/calls/", params={"page_size": 100})).json()["calls"]
+        await asyncio.sleep(1.0)
+        await dashboard.close()
+    return Run(results, dashboard.inbox.messages, {c["connection_id"]: c for c in listed})
+
+
+@pytest.fixture(scope="module")
+def run(deployment, peers) -> Run:
+    return asyncio.run(phone_calls(deployment, peers))
+
+
+def test_every_call_is_answered_with_the_greeting(run):
+    for call in run.calls:
+        assert call.failure is None or not call.failure.startswith("greeting"), call.failure
+        assert call.greeting and call.greeting_audio_s > 1.0, call
+
+
+def test_every_utterance_gets_a_final_transcript_or_a_visible_error(run):
+    for call in run.calls:
+        assert call.failure is None, f"call {call.index} ({call.voice}): {call.failure}"
+        assert len(call.utterances) == len(ROUNDS)
+        for utterance in call.utterances:
+            assert utterance.transcript or (utterance.error or {}).get("message"), utterance
+
+
+def test_no_call_is_turned_away_by_a_speech_pool(run):
+    """Issue 11 finding 2: speech pools of 4 refused the fifth caller on."""
+    errors = [(c.index, m["payload"]) for c in run.calls for m in run.dashboard if m.get("type") == "error"]
+    assert not errors, errors
+    assert all(u.transcript for c in run.calls for u in c.utterances)
+
+
+def test_the_agent_answers_and_an_interruption_stops_its_audio(run):
+    for call in run.calls:
+        first, second = call.utterances
+        for utterance in call.utterances:
+            if utterance.transcript:
+                assert utterance.answers and utterance.answer_audio_s > 0, (call.index, utterance)
+        if first.transcript and second.transcript:
+            assert second.barged_in, (call.index, second)  # StopAudio came before its transcript
+
+
+def test_the_calls_are_listed_as_ended_and_their_history_kept(run, deployment):
+    for call in run.calls:
+        listed = run.listed[call.placed["connection_id"]]
+        assert listed["status"] == "disconnected" and listed["session_id"] == call.placed["session_id"]
+        said = [u.transcript for u in call.utterances if u.transcript]
+        for _ in range(2 * deployment.workers):  # fresh connections: every worker answers some
+            body = httpx.get(
+                f"{deployment.http}/sessions/{call.placed['session_id']}", headers=deployment.auth, timeout=10
+            ).json()
+            assert (body["transport"], body["scenario"]) == ("phone", "banking")
+            assert [t["content"] for t in body["history"] if t["role"] == "user"] == said
+
+
+def test_the_dashboard_follows_every_call(run):
+    for call in run.calls:
+        seen = [m for m in run.dashboard if m.get("session_id") == call.placed["session_id"]]
+        assert any(is_type("event", name="session_started")(m) for m in seen), call.index
+        said = [m["payload"]["text"] for m in call.events if is_final_transcript(m)]
+        assert [m["payload"]["text"] for m in seen if is_final_transcript(m)] == said
+
+
+def test_shutdown_closes_the_telephony_client(deployment, request):
+    """Found by this suite: the Call Automation SDK's aiohttp session is never closed (TelephonyClient
+    .close exists; no shutdown step calls it), so daphne's exit logs its __del__ tracebacks."""
+    xfail_on(request, deployment, RUN, "acceptance finding: the telephony client is not closed at shutdown")
+    deployment.stop()
+    assert not re.search(UNCLOSED_SESSION, deployment.log_text())
+
+
+def test_server_log_is_clean(deployment):
+    assert_log_clean(deployment)
