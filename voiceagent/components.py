@@ -92,6 +92,16 @@ async def _telephony_check() -> tuple[str, str]:
     return await readiness_check()
 
 
+async def stop_telephony() -> None:
+    """Close the telephony caller's SDK client (its aiohttp session) on the serving loop; left open,
+    the interpreter's exit reports it unclosed with a traceback."""
+    from calls.acs import telephony_client
+
+    client = telephony_client()
+    if client is not None:
+        await client.close()
+
+
 # --- step 5: agents -----------------------------------------------------------------------------
 def _load_agents() -> str:
     from django.db import close_old_connections
@@ -169,6 +179,7 @@ def install(cycle: Lifecycle) -> None:
     cycle.register("speech", "tts-pool", stop=runtime.stop_tts)
     cycle.register("aoai", "chat-provider", start=runtime.start_chat, stop=runtime.stop_chat)
     cycle.register("aoai", "realtime-client", stop=runtime.stop_realtime)
+    cycle.register("services", "telephony-caller", stop=stop_telephony)
     cycle.register("warmup", "providers", start=lambda: runtime.warmup(cycle.warmup_results))
     register_check("llm", runtime.llm_check)
     register_check("speech", runtime.speech_check)
