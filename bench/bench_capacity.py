@@ -132,33 +132,22 @@ def measure(
 ) -> tuple[Results, dict[str, float], float]:
     """Run the callers; return their results, cores used per component, and the machine's busy cores.
     With ``profile``, py-spy samples the server meanwhile and writes collapsed stacks there."""
-    me = os.getpid()
     spy = None
     if profile:
-        argv = [
-            "py-spy",
-            "record",
-            "--nonblocking",
-            "--pid",
-            str(pid),
-            "--rate",
-            "200",
-            "--format",
-            "raw",
-            "-o",
-            profile,
-        ]
-        spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    s0, c0, m0, t0 = proc_cpu.sample(pid), proc_cpu.sample(me), proc_cpu.machine(), time.monotonic()
+        argv = ["py-spy", "record", "--nonblocking", "--pid", str(pid), "--rate", "200", "--format", "raw"]
+        spy = subprocess.Popen([*argv, "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watch, me = proc_cpu.CpuWatch(pid), proc_cpu.threads(os.getpid())
+    watch.start()
+    t0 = time.monotonic()
     res = run_processes(plan, callers, processes)
-    s1, c1, m1, wall = proc_cpu.sample(pid), proc_cpu.sample(me), proc_cpu.machine(), time.monotonic() - t0
+    wall = time.monotonic() - t0
+    server, busy = watch.stop(wall)
     if spy is not None:
         spy.send_signal(signal.SIGINT)  # py-spy writes its output when interrupted
         spy.wait(60)
-    cores = {f"server {k}": v for k, v in proc_cpu.delta(s1, s0, wall).items()}
-    callers = sum(c1[k] - c0[k] for k in ("event loop", "threads", "reaped children"))
-    cores["callers"] = round(callers / wall, 3)
-    return res, cores, round((m1[0] - m0[0]) / wall, 2)
+    cores = {f"server {k}": v for k, v in server.items()}
+    cores["callers"] = round(sum((proc_cpu.threads(os.getpid()) - me).values()) / wall, 3)
+    return res, cores, busy
 
 
 def embedded(args) -> dict:
@@ -261,13 +250,13 @@ def cloud(args) -> dict:
             silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
             with server(args.server, tmp, **extra) as (base, proc, log):
                 plan = Plan(f"{base}/api/v1/browser/conversation", voiced, args.turns, silence)
-                p0 = proc_cpu.sample_process(peer.pid)
+                p0 = proc_cpu.process_tree(peer.pid)
                 t0 = time.monotonic()
                 res, cores, busy = measure(
                     proc.pid, plan, args.conversations, args.client_processes, args.py_spy
                 )
                 cores["chat peer"] = round(
-                    (proc_cpu.sample_process(peer.pid)["all"] - p0["all"]) / (time.monotonic() - t0), 3
+                    (proc_cpu.process_tree(peer.pid) - p0) / (time.monotonic() - t0), 3
                 )
                 llm = httpx.get(f"{peer_url}/bench/delays", timeout=10).json()
                 pool_figures = pools(base)

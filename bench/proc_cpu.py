@@ -1,10 +1,17 @@
-"""Where a server's CPU goes, from /proc (Linux): its event-loop thread, its other threads, its live
-child processes by name, and the children it has already reaped (short-lived ones such as
-espeak-ng), so a benchmark can say which component a core is spent on without a profiler."""
+"""Where a server's CPU goes, from /proc (Linux): its event-loop thread, its other threads, its child
+processes by name (pocketsphinx decoders), and the short-lived children it reaps (espeak-ng), so a
+benchmark can say which component a core is spent on without a profiler.
+
+A child that exits during the measurement (a decoder the pool trims) has its whole lifetime's CPU
+added to the parent's ``cutime`` at once; :class:`CpuWatch` polls the children twice a second, so
+such a child is counted under its own name up to its last sighting, and only what no poll saw
+(processes that lived less than a poll, such as espeak-ng) remains as ``reaped children``.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +28,12 @@ def _stat(path: Path) -> tuple[str, list[str]] | None:
     return head.partition("(")[2], tail.split()
 
 
+def _cpu(fields: list[str], children: bool = False) -> float:
+    """utime + stime (+ cutime + cstime) in seconds."""
+    ticks = int(fields[11]) + int(fields[12]) + ((int(fields[13]) + int(fields[14])) if children else 0)
+    return ticks / TICK
+
+
 def _children(pid: int) -> list[int]:
     """Live child processes of ``pid`` (a scan of /proc: not every kernel has ``task/*/children``)."""
     kids: list[int] = []
@@ -30,28 +43,6 @@ def _children(pid: int) -> list[int]:
             if stat is not None and stat[1][1] == str(pid):  # ppid
                 kids.append(int(entry.name))
     return kids
-
-
-def sample(pid: int) -> Counter[str]:
-    """CPU seconds so far of ``pid``'s components: ``event loop`` (the main thread), ``threads``
-    (every other thread), ``child <name>`` per live child process (with its own children), and
-    ``reaped children``."""
-    out: Counter[str] = Counter()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        stat = _stat(task / "stat")
-        if stat is not None:
-            seconds = (int(stat[1][11]) + int(stat[1][12])) / TICK  # utime, stime
-            out["event loop" if task.name == str(pid) else "threads"] += seconds
-    stat = _stat(Path(f"/proc/{pid}/stat"))
-    if stat is not None:
-        out["reaped children"] += (int(stat[1][13]) + int(stat[1][14])) / TICK  # cutime, cstime
-    for child in _children(pid):
-        stat = _stat(Path(f"/proc/{child}/stat"))
-        if stat is None:
-            continue
-        name = _name(child, stat[0])
-        out[f"child {name}"] += sum(sample_process(child).values())
-    return out
 
 
 def _name(pid: int, comm: str) -> str:
@@ -65,16 +56,78 @@ def _name(pid: int, comm: str) -> str:
     return comm
 
 
-def sample_process(pid: int) -> Counter[str]:
+def threads(pid: int) -> Counter[str]:
+    """CPU seconds so far of ``pid``'s main thread (``event loop``) and other threads (``threads``),
+    and of the children it has reaped (``reaped``)."""
+    out: Counter[str] = Counter()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        stat = _stat(task / "stat")
+        if stat is not None:
+            out["event loop" if task.name == str(pid) else "threads"] += _cpu(stat[1])
+    stat = _stat(Path(f"/proc/{pid}/stat"))
+    if stat is not None:
+        out["reaped"] += (int(stat[1][13]) + int(stat[1][14])) / TICK
+    return out
+
+
+def process_tree(pid: int) -> float:
     """CPU seconds so far of one process with everything under it (threads, children, reaped)."""
     stat = _stat(Path(f"/proc/{pid}/stat"))
     if stat is None:
-        return Counter()
-    f = stat[1]
-    total = Counter({"all": (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / TICK})
-    for child in _children(pid):
-        total += sample_process(child)
-    return total
+        return 0.0
+    return _cpu(stat[1], children=True) + sum(process_tree(child) for child in _children(pid))
+
+
+class CpuWatch:
+    """Cores used by each component of process ``pid`` between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pid: int, interval: float = 0.5):
+        self.pid, self.interval = pid, interval
+        self.seen: dict[int, tuple[str, float, float]] = {}  # child -> (name, cpu at start, cpu last seen)
+        self._started = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-watch", daemon=True)
+
+    def _poll(self) -> None:
+        for child in _children(self.pid):
+            stat = _stat(Path(f"/proc/{child}/stat"))
+            if stat is None:
+                continue
+            cpu = _cpu(stat[1], children=True)
+            if child in self.seen:
+                name, first, _ = self.seen[child]
+                self.seen[child] = (name, first, cpu)
+            else:  # alive at the start: count from now; born since: count all of it
+                self.seen[child] = (_name(child, stat[0]), cpu if not self._started else 0.0, cpu)
+
+    def _run(self) -> None:
+        while not self._done.wait(self.interval):
+            self._poll()
+
+    def start(self) -> None:
+        self._poll()  # children alive now: count from their CPU at this moment
+        self._started = True
+        self.before, self.machine_before = threads(self.pid), machine()
+        self._thread.start()
+
+    def stop(self, wall: float) -> tuple[dict[str, float], float]:
+        """(cores per component, busy cores of the whole machine) over ``wall`` seconds."""
+        self._done.set()
+        self._thread.join()
+        self._poll()
+        after, machine_after = threads(self.pid), machine()
+        used: Counter[str] = Counter()
+        for key in ("event loop", "threads"):
+            used[key] = after[key] - self.before[key]
+        live = set(_children(self.pid))
+        exited_total = 0.0
+        for child, (name, first, last) in self.seen.items():
+            used[f"child {name}"] += last - first
+            if child not in live:
+                exited_total += last  # its whole life is in cutime now
+        used["reaped children"] = max(0.0, after["reaped"] - self.before["reaped"] - exited_total)
+        cores = {k: round(v / wall, 3) for k, v in sorted(used.items()) if v > 0}
+        return cores, round((machine_after[0] - self.machine_before[0]) / wall, 2)
 
 
 def machine() -> tuple[float, float]:
@@ -82,9 +135,3 @@ def machine() -> tuple[float, float]:
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]  # idle, iowait
     return (sum(fields[:8]) - idle) / TICK, sum(fields[:8]) / TICK
-
-
-def delta(after: Counter[str], before: Counter[str], wall: float) -> dict[str, float]:
-    """Cores used per component between two samples (CPU seconds / wall seconds)."""
-    keys = set(after) | set(before)
-    return {k: round((after[k] - before[k]) / wall, 3) for k in sorted(keys) if after[k] - before[k] > 0}
