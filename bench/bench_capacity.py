@@ -3,7 +3,8 @@ provider clients and speech pools (not the instant stubs of the other benchmarks
 
 ``--mode embedded``: the embedded defaults (pocketsphinx STT in decoder processes, espeak-ng TTS,
 the offline rules dialog) behind the real pools, in ONE server process (uvicorn or daphne, as
-tests/support/servers.py starts it) with default settings. Callers speak espeak-ng sentences in
+tests/support/servers.py starts it; uvicorn without per-message deflate, as the README's production
+command runs it, unless ``--deflate``) with default settings. Callers speak espeak-ng sentences in
 several voices and rates in real time (bench/capacity_caller.py). The number of concurrent
 conversations ramps (``--steps``, one server for the whole ramp); a step HOLDS in real time when,
 over its turns after each caller's first (steady state: a first turn may wait for a pool to grow
@@ -75,8 +76,10 @@ def espeak_speech(text: str, voice: str, wpm: int, tmp: Path) -> bytes:
 
 
 @contextlib.contextmanager
-def server(kind: str, tmp: Path, **extra: str):
-    """The real service in a subprocess; yields (ws base url, process, log path)."""
+def server(kind: str, tmp: Path, deflate: bool = False, **extra: str):
+    """The real service in a subprocess; yields (ws base url, process, log path). uvicorn runs as the
+    README's production command does, without per-message deflate unless ``deflate``."""
+    extra.setdefault("UVICORN_WS_PER_MESSAGE_DEFLATE", "true" if deflate else "false")
     env = base_env(tmp, LOG_LEVEL="WARNING", **extra)
     migrate(env)
     port, log = free_port(), tmp / "server.log"
@@ -159,7 +162,7 @@ def embedded(args) -> dict:
             for i, text in enumerate(SENTENCES * 2)
         ]
         silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
-        with server(args.server, tmp) as (base, proc, log):
+        with server(args.server, tmp, args.deflate) as (base, proc, log):
             for n in args.steps:
                 plan = Plan(f"{base}/api/v1/browser/conversation", utterances, args.turns, silence)
                 offset = log.stat().st_size
@@ -215,7 +218,8 @@ def embedded(args) -> dict:
         "criterion": f"final transcript p95 <= {FINAL_P95_MS} ms, first audio p95 <= {AUDIO_P95_MS} ms, "
         "every turn answered, no refusal, no error, no server warning",
         "steps": steps,
-        "server": f"{args.server}, 1 process, default settings: pocketsphinx + espeak-ng + offline rules",
+        "server": f"{args.server}, 1 process, default settings: pocketsphinx + espeak-ng + offline rules"
+        + (", per-message deflate" if args.deflate else ""),
     }
 
 
@@ -248,7 +252,7 @@ def cloud(args) -> dict:
                 "PYTHONPATH": f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}",
             }
             silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
-            with server(args.server, tmp, **extra) as (base, proc, log):
+            with server(args.server, tmp, args.deflate, **extra) as (base, proc, log):
                 plan = Plan(f"{base}/api/v1/browser/conversation", voiced, args.turns, silence)
                 p0 = proc_cpu.process_tree(peer.pid)
                 t0 = time.monotonic()
@@ -327,8 +331,8 @@ def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: 
         "cpu_cores": cores,
         "machine_busy_cores": busy,
         "targets": {"refusals": 0, "server_added_p50_ms": ADDED_P50_MS, "server_added_p99_ms": ADDED_P99_MS},
-        "server": f"{args.server}, 1 process; openai client -> peer process (nice {args.peer_nice}); "
-        "delayed STT/TTS on the configured pools",
+        "server": f"{args.server}, 1 process{', per-message deflate' if args.deflate else ''}; openai client "
+        f"-> peer process (nice {args.peer_nice}); delayed STT/TTS on the configured pools",
         "ok": not refusals(res)
         and not errors
         and not unmatched
@@ -344,6 +348,11 @@ def main() -> None:
     parser.add_argument("--mode", choices=("embedded", "cloud"), required=True)
     parser.add_argument("--server", choices=("uvicorn", "daphne"), default="uvicorn")
     parser.add_argument("--turns", type=int, default=4, help="turns per caller")
+    parser.add_argument(
+        "--deflate",
+        action="store_true",
+        help="uvicorn: per-message deflate on (the README's command turns it off)",
+    )
     parser.add_argument("--steps", default="1,2,4,6,8,12,16", help="embedded: concurrent conversations")
     parser.add_argument("--keep-going", action="store_true", help="embedded: ramp on after a step fails")
     parser.add_argument("--conversations", type=int, default=200, help="cloud")
