@@ -76,14 +76,14 @@ def espeak_speech(text: str, voice: str, wpm: int, tmp: Path) -> bytes:
 
 
 @contextlib.contextmanager
-def server(kind: str, tmp: Path, deflate: bool = False, **extra: str):
+def server(kind: str, tmp: Path, deflate: bool = False, workers: int = 1, **extra: str):
     """The real service in a subprocess; yields (ws base url, process, log path). uvicorn runs as the
     README's production command does, without per-message deflate unless ``deflate``."""
     extra.setdefault("UVICORN_WS_PER_MESSAGE_DEFLATE", "true" if deflate else "false")
     env = base_env(tmp, LOG_LEVEL="WARNING", **extra)
     migrate(env)
     port, log = free_port(), tmp / "server.log"
-    proc = start(kind, port, env, log)
+    proc = start(kind, port, env, log, workers=workers)
     try:
         wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=90, status=200)
         yield f"ws://127.0.0.1:{port}", proc, log
@@ -223,6 +223,20 @@ def embedded(args) -> dict:
     }
 
 
+def merge_delays(files) -> dict:
+    """The delayed providers' records of every worker process, as one."""
+    merged: dict = {"stt": {}, "tts": {}, "stamps": {}, "loop_lag_ms": [], "gc_ms": {}}
+    for path in files:
+        part = json.loads(Path(path).read_text())
+        for key in ("stt", "tts", "stamps"):
+            merged[key].update(part.get(key, {}))
+        merged["loop_lag_ms"] += part.get("loop_lag_ms", [])
+        for gen, pauses in part.get("gc_ms", {}).items():
+            merged["gc_ms"].setdefault(gen, []).extend(pauses)
+        merged.setdefault("gc_tracked_objects", part.get("gc_tracked_objects"))
+    return merged
+
+
 def cloud(args) -> dict:
     env_peer = {**os.environ, "PYTHONPATH": str(ROOT)}
     peer = subprocess.Popen(
@@ -252,7 +266,7 @@ def cloud(args) -> dict:
                 "PYTHONPATH": f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}",
             }
             silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
-            with server(args.server, tmp, args.deflate, **extra) as (base, proc, log):
+            with server(args.server, tmp, args.deflate, args.workers, **extra) as (base, proc, log):
                 plan = Plan(f"{base}/api/v1/browser/conversation", voiced, args.turns, silence)
                 p0 = proc_cpu.process_tree(peer.pid)
                 t0 = time.monotonic()
@@ -265,7 +279,7 @@ def cloud(args) -> dict:
                 llm = httpx.get(f"{peer_url}/bench/delays", timeout=10).json()
                 pool_figures = pools(base)
             problems = log_problems(log)
-            delays = json.loads(delays_file.read_text()) if delays_file.exists() else {"stt": {}, "tts": {}}
+            delays = merge_delays(tmp.glob("delays.json.*"))
     finally:
         peer.terminate()
         peer.wait(10)
@@ -331,8 +345,9 @@ def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: 
         "cpu_cores": cores,
         "machine_busy_cores": busy,
         "targets": {"refusals": 0, "server_added_p50_ms": ADDED_P50_MS, "server_added_p99_ms": ADDED_P99_MS},
-        "server": f"{args.server}, 1 process{', per-message deflate' if args.deflate else ''}; openai client "
-        f"-> peer process (nice {args.peer_nice}); delayed STT/TTS on the configured pools",
+        "server": f"{args.server}, {args.workers} process(es)"
+        + (", per-message deflate" if args.deflate else "")
+        + f"; openai client -> peer process (nice {args.peer_nice}); delayed STT/TTS on the configured pools",
         "ok": not refusals(res)
         and not errors
         and not unmatched
@@ -356,6 +371,7 @@ def main() -> None:
     parser.add_argument("--steps", default="1,2,4,6,8,12,16", help="embedded: concurrent conversations")
     parser.add_argument("--keep-going", action="store_true", help="embedded: ramp on after a step fails")
     parser.add_argument("--conversations", type=int, default=200, help="cloud")
+    parser.add_argument("--workers", type=int, default=1, help="cloud: uvicorn worker processes")
     parser.add_argument("--first-token-ms", default="300-600", help="cloud: the chat peer's first token")
     parser.add_argument("--peer-nice", type=int, default=0, help="cloud: niceness of the chat peer process")
     parser.add_argument("--client-processes", type=int, default=0, help="caller processes (0: 1 per 100)")

@@ -15,10 +15,11 @@ into the same "busy" ``ProviderError`` the real providers raise.
 
 Each provider delay is recorded per utterance (the answer of the chat peer starts with
 ``Noted <n>.``, so the TTS knows which utterance it speaks for) and written as JSON to
-``BENCH_DELAYS_FILE`` when the server shuts down, for the benchmark to subtract; so are
-``time.monotonic`` stamps of each utterance at the provider calls (the chat provider's ``stream``
-is wrapped to stamp its request and first text), to split the server's own time into stages, and
-the event loop's lateness on a 10 ms ticker and the garbage collector's pauses.
+``BENCH_DELAYS_FILE.<pid>`` when the server (each worker process) shuts down, for the benchmark to
+subtract; so are ``time.monotonic`` stamps of each utterance at the provider calls (the chat
+provider's ``stream`` is wrapped to stamp its request and first text), to split the server's own
+time into stages, and the event loop's lateness on a 10 ms ticker and the garbage collector's
+pauses.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class DelayedSTT:
         self.pool = _adopt(pool, self.name)
         self.delay = _range("BENCH_STT_DELAY_MS", "100-300")
         self.rng = random.Random(1)
-        self.keys = itertools.count(1)
+        self.keys = itertools.count(os.getpid() * 1_000_000 + 1)  # unique across worker processes
 
     async def open(self, language: str, on_interim: Callable[[str], None]) -> DelayedStream:
         try:
@@ -245,8 +246,8 @@ def register(cycle) -> None:
             task.cancel()
         DELAYS["gc_tracked_objects"] = {"collected": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
         path = os.environ.get("BENCH_DELAYS_FILE")
-        if path:
-            with open(path, "w") as f:
+        if path:  # one file per worker process
+            with open(f"{path}.{os.getpid()}", "w") as f:
                 json.dump(DELAYS, f)
 
     cycle.register("aoai", "bench-delayed-speech", start=swap, stop=dump)
