@@ -22,11 +22,13 @@ ms) and cloud-like STT/TTS on the configured pools (bench/plugins/delayed_provid
 transcript 100-300 ms after the end of audio, first audio 80-200 ms after the request), 200
 conversations by default. Each provider reports its own delay per utterance, so the server-added
 latency of a turn = (end of turn -> first audio at the caller) - (STT + chat first clause + TTS
-first chunk) of that very turn. Targets: 0 refusals, p50 <= 5 ms, p99 <= 20 ms.
+first chunk) of that very turn. Targets: 0 refusals, p50 <= 5 ms, p99 <= 20 ms. Also: that time
+stage by stage (monotonic stamps from the server, the peer and the callers), the loop's lag, GC
+pauses, CPU per process and ``/pools``; ``--workers N`` for N uvicorn workers, ``--py-spy OUT``.
 
 Prints one JSON line per mode, with the command that reproduces it.
 
-    .venv/bin/python bench/bench_capacity.py --mode embedded [--steps 1,2,4,6,8,12] [--turns 4]
+    .venv/bin/python bench/bench_capacity.py --mode embedded [--steps 1,4,8,12,16,24,32,40] [--turns 4]
     .venv/bin/python bench/bench_capacity.py --mode cloud [--conversations 200] [--turns 4]
 """
 
@@ -368,7 +370,7 @@ def main() -> None:
         action="store_true",
         help="uvicorn: per-message deflate on (the README's command turns it off)",
     )
-    parser.add_argument("--steps", default="1,2,4,6,8,12,16", help="embedded: concurrent conversations")
+    parser.add_argument("--steps", default="1,4,8,12,16,24,32,40", help="embedded: concurrent conversations")
     parser.add_argument("--keep-going", action="store_true", help="embedded: ramp on after a step fails")
     parser.add_argument("--conversations", type=int, default=200, help="cloud")
     parser.add_argument("--workers", type=int, default=1, help="cloud: uvicorn worker processes")
