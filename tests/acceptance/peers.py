@@ -7,57 +7,18 @@ streaming never share a loop with the callers' pacing)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import jwt
 from acs_peer import AcsPeer, telephony_env
-from cryptography.hazmat.primitives.asymmetric import rsa
+from jwks_issuer import JwksIssuer
 from servers import ROOT
 
-ISSUER = "https://acscallautomation.communication.azure.com"  # what the provider's tokens carry
 AUDIENCE = "acceptance-acs-resource-id"
 REALTIME_KEY = "acceptance-realtime-key"
 REALTIME_MODEL = "gpt-realtime"
 ANSWER = "Sure, I can help you with that today."  # the realtime peer's spoken answer
-
-
-class JwksIssuer:
-    """Signs media-stream tokens like the provider and serves the public key as a JWKS."""
-
-    def __init__(self) -> None:
-        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self._key.public_key()))
-        body = json.dumps({"keys": [{**jwk, "kid": "acceptance", "use": "sig", "alg": "RS256"}]}).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                return None
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/calling/keys"
-
-    def token(self) -> str:
-        now = int(time.time())
-        claims = {"iss": ISSUER, "aud": AUDIENCE, "iat": now, "nbf": now - 5, "exp": now + 600}
-        return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": "acceptance"})
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 class RealtimeProcess:
@@ -104,7 +65,7 @@ class Peers:
 
     def __init__(self) -> None:
         self.acs = AcsPeer().start()
-        self.jwks = JwksIssuer()
+        self.jwks = JwksIssuer(AUDIENCE, kid="acceptance")
         self.realtime = RealtimeProcess()
 
     def env(self) -> dict[str, str]:
