@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +25,20 @@ from voiceagent.conversation.tools import ToolContext, execute_spec, resolve_han
 
 if TYPE_CHECKING:
     from voiceagent.conversation.engine import AgentDirectory, TurnContext
+
+logger = logging.getLogger("voiceagent.conversation")
+
+
+async def persist(call: Awaitable[Any], what: str, session_id: str) -> None:
+    """Await a store write that the conversation does not depend on; a failure is logged and the
+    turn goes on. A store should ride out its own outages (the Django store keeps and retries
+    writes); this is the engine's backstop, so that persistence never ends a conversation or loses
+    the turn in memory (issue 12: a cache outage raised out of ``save`` and killed the response)."""
+    try:
+        await call
+    except Exception as exc:
+        kind = type(exc).__name__
+        logger.warning("session %s: %s failed, the conversation goes on: %s: %s", session_id, what, kind, exc)
 
 
 class ToolHost(Protocol):
@@ -76,7 +91,7 @@ async def open_session(
         state.scenario, state.active_agent = scenario, ""
     ctx = await directory.context(state, agent or state.active_agent or None)
     state.active_agent = ctx.agent.name
-    await store.save(state)
+    await persist(store.save(state), "saving the session state", session_id)
     return state, history, ctx
 
 
@@ -168,7 +183,8 @@ async def run_tool_round(
         handoff.to_agent == ctx.scenario.start_agent
     )
     state.active_agent = handoff.to_agent
-    await host.store.record_handoff(state, HandoffEvent(handoff.from_agent, handoff.to_agent, handoff.type))
+    event = HandoffEvent(handoff.from_agent, handoff.to_agent, handoff.type)
+    await persist(host.store.record_handoff(state, event), "recording the handoff", host.session_id)
     await host.emit(
         Handoff(
             host.session_id,

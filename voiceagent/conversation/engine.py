@@ -32,6 +32,7 @@ from voiceagent.conversation.common import (
     end_session,
     handoff_line,
     open_session,
+    persist,
     run_tool_round,
 )
 from voiceagent.conversation.events import (
@@ -599,7 +600,7 @@ class Conversation:
             text += " …"  # interrupted here
         turn = Turn(role="assistant", content=text, agent=agent)
         self.history.append(turn)
-        await self.store.append_turn(self.state, turn)
+        await persist(self.store.append_turn(self.state, turn), "saving an assistant turn", self.session_id)
 
     async def _respond(self, user_text: str) -> None:
         """One user turn: history, LLM rounds with tools and handoffs, streamed speech."""
@@ -608,7 +609,8 @@ class Conversation:
         rid = self._new_response()
         user_turn = Turn(role="user", content=user_text, agent=state.active_agent)
         self.history.append(user_turn)
-        await self.store.append_turn(state, user_turn)  # saved the moment it is final
+        # saved the moment it is final
+        await persist(self.store.append_turn(state, user_turn), "saving a user turn", self.session_id)
         await self.emit(StateChange(self.session_id, state="thinking", agent=state.active_agent))
         speaker = self._speaker = _Speaker(self, rid)
         ctx = await self.directory.context(state)
@@ -666,7 +668,7 @@ class Conversation:
             speaker.cancel()
             raise
         finally:
-            await self.store.save(state)
+            await persist(self.store.save(state), "saving the session state", self.session_id)
         if self.active_rid == rid:
             await self._settle()
 
@@ -776,4 +778,4 @@ class Conversation:
         """Append to the history, in memory and in the store."""
         assert self.state is not None
         self.history.append(turn)
-        await self.store.append_turn(self.state, turn)
+        await persist(self.store.append_turn(self.state, turn), f"saving a {turn.role} turn", self.session_id)
