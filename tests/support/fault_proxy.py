@@ -8,14 +8,15 @@ thread; each call returns once the proxy applies it:
 
 * :meth:`FaultProxy.latency` - every chunk, each way, is held ``ms`` before it is passed on
   (chunks keep their order; the delay is per chunk, not cumulative, as toxiproxy's ``latency``).
-* :meth:`FaultProxy.down` - the listener closes: new connections are refused (``ECONNREFUSED``),
-  as for a stopped server. Open connections are left alone (:meth:`cut` them too for a crash).
+* :meth:`FaultProxy.down` - new connections are closed at once with a reset, as by a host whose
+  server is gone (the listener stays bound, so the port is never lost to another process and no
+  connect races a re-listen). Open connections are left alone (:meth:`cut` them too for a crash).
 * :meth:`FaultProxy.cut` - every open connection is reset now (RST both ways), as when a peer
   crashes or a middlebox drops the flow mid-stream. One shot: new connections work.
 * :meth:`FaultProxy.blackhole` - a hang: new connections are accepted and never forwarded, and
   open ones stop carrying data (both ways, dropped) without closing.
-* :meth:`FaultProxy.reset` - healthy again: no latency, listening, forwarding; connections the
-  blackhole accepted (they never reached the peer) are reset, so clients waiting on them fail.
+* :meth:`FaultProxy.reset` - healthy again: no latency, forwarding new connections; connections
+  the blackhole accepted (they never reached the peer) are reset, so clients waiting on them fail.
 
 Counters (:attr:`FaultProxy.accepted`, :attr:`FaultProxy.open`) let a test check that the traffic
 really went through the proxy.
@@ -69,6 +70,9 @@ class _Link:
     async def run(self) -> None:
         proxy = self.proxy
         try:
+            if proxy._down:
+                _abort(self.client_w)
+                return
             if proxy._blackholed:
                 self.held = True
                 while await self.client_r.read(CHUNK):  # swallow everything until the client goes
@@ -145,7 +149,8 @@ class FaultProxy:
         self.accepted = 0  # connections accepted so far
         self._latency_s = 0.0
         self._blackholed = False
-        self._links: set[_Link] = set()
+        self._down = False
+        self._links: dict[_Link, asyncio.Task] = {}
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -171,8 +176,8 @@ class FaultProxy:
         self._latency_s = max(0.0, ms) / 1000.0
 
     def down(self) -> None:
-        """Stop listening: new connections are refused; open ones carry on."""
-        self._call(self._close_listener)
+        """New connections are reset as they arrive; open ones carry on."""
+        self._down = True
 
     def cut(self) -> int:
         """Reset every open connection now; how many there were."""
@@ -183,15 +188,14 @@ class FaultProxy:
         self._blackholed = True
 
     def reset(self) -> None:
-        """Healthy again: no latency, no blackhole (its held connections reset), listening."""
+        """Healthy again: no latency, not down, no blackhole (the connections it held are reset)."""
         self._latency_s = 0.0
         self._blackholed = False
+        self._down = False
 
-        async def heal() -> None:
+        def heal() -> None:
             for link in [link for link in self._links if link.held]:
                 link.reset()
-            if self._server is None:
-                await self._listen()
 
         self._call(heal)
 
@@ -208,8 +212,15 @@ class FaultProxy:
             return
 
         async def shutdown() -> None:
-            await self._close_listener()
-            self._cut_all()
+            if self._server is not None:
+                self._server.close()
+            self._cut_all()  # the links end on their own once reset
+            if self._links:
+                await asyncio.wait(list(self._links.values()), timeout=2)
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
         with contextlib.suppress(Exception):
             self._call(shutdown)
@@ -237,23 +248,8 @@ class FaultProxy:
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
 
     async def _listen(self) -> None:
-        for attempt in range(50):  # the port was ours a moment ago; a rebind races only TIME_WAIT
-            try:
-                self._server = await asyncio.start_server(
-                    self._accept, self.host, self.port, reuse_address=True, backlog=512
-                )
-                break
-            except OSError:
-                if attempt == 49 or not self.port:
-                    raise
-                await asyncio.sleep(0.1)
-        assert self._server is not None
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, backlog=512)
         self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _close_listener(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()  # stops accepting; open connections are not touched
 
     def _cut_all(self) -> int:
         links = list(self._links)
@@ -264,8 +260,10 @@ class FaultProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
         link = _Link(self, reader, writer)
-        self._links.add(link)
+        task = asyncio.current_task()
+        assert task is not None
+        self._links[link] = task
         try:
             await link.run()
         finally:
-            self._links.discard(link)
+            self._links.pop(link, None)
