@@ -194,6 +194,7 @@ def build_server(
 
     @mcp.tool(description="Sleep, then answer.")
     async def slow(seconds: float) -> str:
+        record.append(("slow", seconds))
         await asyncio.sleep(seconds)
         return "done"
 

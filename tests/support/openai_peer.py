@@ -17,6 +17,9 @@ Each chat request takes the next scripted response from the queue (:meth:`OpenAI
 response starts. An empty queue answers :attr:`OpenAIPeer.default`. Every request is recorded
 (:attr:`OpenAIPeer.requests`) with its path, query, headers and JSON body.
 
+:meth:`OpenAIPeer.fail` is a switch for an outage: until :meth:`OpenAIPeer.heal` (or
+:meth:`OpenAIPeer.reset`) every chat request answers that HTTP error, scripted responses wait.
+
 With ``api_key`` set, requests must carry it (``Authorization: Bearer`` on the OpenAI routes,
 ``api-key`` or a bearer token on the Azure routes); ``bearer_tokens`` adds accepted Entra tokens.
 
@@ -159,6 +162,7 @@ class OpenAIPeer(ThreadedAsgiServer):
         self.models = models
         self.default: Scripted = Text("Hello from the local peer.")
         self.models_status = 200
+        self.failure: HTTPError | None = None  # set: every chat request answers it (an outage)
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Scripted] = deque()
         self._lock = threading.Lock()
@@ -170,12 +174,22 @@ class OpenAIPeer(ThreadedAsgiServer):
             self._queue.extend(responses)
         return self
 
+    def fail(
+        self, status: int = 500, message: str = "The server had an error while processing your request."
+    ) -> None:
+        """From now on every chat request answers ``status`` (the queue waits) until :meth:`heal`."""
+        self.failure = HTTPError(status, message)
+
+    def heal(self) -> None:
+        self.failure = None
+
     def reset(self) -> None:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
         self.default = Text("Hello from the local peer.")
         self.models_status = 200
+        self.failure = None
 
     @property
     def pending(self) -> int:
@@ -246,6 +260,8 @@ class OpenAIPeer(ThreadedAsgiServer):
         return token == self.api_key
 
     def _next(self) -> Scripted:
+        if self.failure is not None:
+            return self.failure
         with self._lock:
             return self._queue.popleft() if self._queue else self.default
 
