@@ -90,10 +90,8 @@ async def caller(
             next_talk = speaking_until + rng.uniform(2, 5)
         conv.push_audio(voice if now < speaking_until else noise, rate)
         stats["frames_in"] += 1
-        depth = conv._input.qsize()
-        stats["max_depth"] = max(stats["max_depth"], depth)
-        if now - start > seconds - 1:
-            stats["final_depths"].append(depth)
+        late_ms = (loop.time() - next_at) * 1000  # the engine processes a frame as it is pushed
+        stats["max_late_ms"] = max(stats["max_late_ms"], late_ms)
     stats["dropped"] += conv.dropped_frames
     stats["turns"] += sum(1 for t in store.turns.get(conv.session_id, []) if t.role == "user")
     await conv.close()
@@ -113,8 +111,7 @@ async def main(conversations: int, seconds: float) -> dict:
     registry, store = ToolRegistry(), InMemorySessionStore()
     stats = {
         "frames_in": 0,
-        "max_depth": 0,
-        "final_depths": [],
+        "max_late_ms": 0.0,
         "dropped": 0,
         "turns": 0,
         "events": 0,
@@ -135,8 +132,7 @@ async def main(conversations: int, seconds: float) -> dict:
         "frames_in": stats["frames_in"],
         "frames_expected": int(expected_frames),
         "dropped_frames": stats["dropped"],
-        "max_input_queue_depth": stats["max_depth"],
-        "final_input_queue_depth_max": max(stats["final_depths"] or [0]),
+        "max_frame_late_ms": round(stats["max_late_ms"], 2),
         "user_turns": stats["turns"],
         "agent_audio_out_s": round(stats["audio_out_s"], 1),
         "loop_lag_p50_ms": round(q[49], 2),
@@ -144,7 +140,7 @@ async def main(conversations: int, seconds: float) -> dict:
         "loop_lag_max_ms": round(max(lags), 2),
         "cpu_utilisation_one_core": round(cpu / wall, 2),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "ok": stats["dropped"] == 0 and max(stats["final_depths"] or [0]) <= 2 and q[98] < FRAME_MS,
+        "ok": stats["dropped"] == 0 and q[98] < FRAME_MS,
     }
 
 

@@ -517,6 +517,14 @@ VARIABLES: tuple[Var, ...] = (
         group="browser",
     ),
     V(
+        "BROWSER_LEVELS_PER_SECOND",
+        "10",
+        _int(0, 20),
+        "audio_levels messages per second per browser socket at most (0: none); a level that has not "
+        "changed is not sent again",
+        group="browser",
+    ),
+    V(
         "BROWSER_IDLE_TIMEOUT_S",
         "300",
         _float(5, 86400),

@@ -124,7 +124,6 @@ class Harness:
             lambda h: (
                 (h.conv._response_task is None or h.conv._response_task.done())
                 and h.conv._utterance is None
-                and h.conv._input.empty()
                 and h.conv.loop_time() >= h.conv.playback_end
                 and not h.conv._pending
             ),

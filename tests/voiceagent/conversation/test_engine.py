@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from enginekit import AGENTS, SILENCE, TONE, Harness
+from enginekit import AGENTS, RATE, SILENCE, TONE, Harness
 
 from voiceagent.conversation.providers import ChatChunk, ProviderError
 from voiceagent.conversation.specs import AgentSpec
@@ -257,14 +257,29 @@ async def test_live_agent_changes_apply_from_the_next_turn():
     assert h.chat.requests[-1].temperature == 0.1
 
 
-async def test_input_overflow_drops_oldest_and_reports():
-    async with Harness(input_queue_frames=20) as h:
+async def test_audio_before_start_is_kept_bounded_and_processed_at_start():
+    h = Harness(texts=["early words"], input_queue_frames=20)
+    h.speak(speech_frames=5, silence_frames=14)  # the caller speaks while the session is still opening
+    assert h.conv._utterance is None  # nothing is processed before start()
+    async with h:
+        await h.until(lambda h: any(e.kind == "Transcript" and e.final for e in h.events))
+    assert h.conv.dropped_frames == 0
+    overflow = Harness(input_queue_frames=20)
+    for _ in range(60):
+        overflow.conv.push_audio(SILENCE, RATE)
+    async with overflow:
+        await asyncio.sleep(0.02)
+    assert overflow.conv.dropped_frames == 40
+    assert "Error(input_overflow)" in overflow.kinds()
+
+
+async def test_audio_is_processed_as_it_is_pushed_without_a_task_hop():
+    """At hundreds of conversations a queue and a task wake-up per 20 ms frame cost loop time:
+    a frame pushed is through VAD and in the utterance before push_audio returns."""
+    async with Harness(texts=["x"]) as h:
         await h.idle()
-        for _ in range(60):  # pushed without yielding to the loop: the queue overflows
-            h.conv.push_audio(SILENCE, 16000)
-        await asyncio.sleep(0.05)
-        assert h.conv.dropped_frames == 40
-        assert "Error(input_overflow)" in h.kinds()
+        h.conv.push_audio(TONE, RATE)
+        assert h.conv._utterance is not None and h.conv._utterance.frames_in >= 1
 
 
 async def test_resampled_input_rates():
