@@ -147,11 +147,18 @@ if CONFIG.CACHE_HOST:
     }
 else:
     REDIS_URL = None
+    # Django's default of 300 entries culled live sessions and call maps once ~150 calls were up
+    # (a session state and a call map each): a burst of 300 phone calls found 198 "unknown call
+    # connection". Room for 20 entries per admissible conversation; the cull is least recently used.
+    _LIVE_LIMIT = (
+        CONFIG.BROWSER_MAX_CONNECTIONS + CONFIG.TELEPHONY_MAX_STREAMS + CONFIG.CONTACTCENTER_MAX_SESSIONS
+    )
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
             "LOCATION": "voiceagent",
             "TIMEOUT": CONFIG.SESSION_TTL_SECONDS,
+            "OPTIONS": {"MAX_ENTRIES": max(10_000, 20 * _LIVE_LIMIT)},
         }
     }
     CHANNEL_LAYERS = {
