@@ -33,8 +33,12 @@ from agents_app.definitions import (
 from agents_app.models import Agent, Scenario, ScenarioHandoff
 from voiceagent.conversation.specs import AgentSpec, HandoffMap, HandoffSpec, ScenarioSpec, VoiceSpec
 from voiceagent.conversation.tools import REGISTRY, register_handoff_tools
+from voiceagent.outage import OutageLog
 
 logger = logging.getLogger("agents_app.catalog")
+version_outage = OutageLog(
+    logger, "session cache (catalog version)", "agents and scenarios are served as last loaded"
+)
 FIXTURES_ROOT = settings.BASE_DIR / "fixtures"
 VERSION_KEY = "catalog:version"
 CHECK_EVERY_S = 1.0
@@ -337,7 +341,16 @@ class Catalog:
         if self.loaded and now - self._checked_at < CHECK_EVERY_S:
             return
         self._checked_at = now
-        if not self.loaded or cache.get(VERSION_KEY, 0) != self.version:
+        if not self.loaded:
+            self.reload()
+            return
+        try:
+            version = cache.get(VERSION_KEY, 0)
+        except Exception as exc:  # a cache outage: turns go on with the catalog in hand
+            version_outage.failed(exc)
+            return
+        version_outage.ok()
+        if version != self.version:
             self.reload()
 
     async def watch(self, interval: float = CHECK_EVERY_S) -> None:
@@ -350,9 +363,14 @@ class Catalog:
                 await asyncio.sleep(interval)
                 try:
                     version = await db_call(cache.get, VERSION_KEY, 0)
+                except Exception as exc:  # a cache outage: logged once, tried again next time
+                    version_outage.failed(exc)
+                    continue
+                version_outage.ok()
+                try:
                     if version != self.version:
                         await db_call(self.reload)
-                except Exception as exc:  # a cache or database hiccup: try again next time
+                except Exception as exc:  # a database hiccup: try again next time
                     logger.warning("catalog refresh failed: %s", exc)
         finally:
             self.watching = False

@@ -1,7 +1,9 @@
 """Sessions: live state in the session cache (TTL), history in the database, turn by turn.
 
 :class:`DjangoSessionStore` is the engine's :class:`~voiceagent.conversation.session.SessionStore`
-(async; blocking cache and ORM calls run in worker threads). The sync helpers below serve REST.
+(async; blocking cache and ORM calls run in worker threads; a cache or database outage is ridden
+out by :mod:`agents_app.state_writer` and :mod:`agents_app.history_writer`, never raised into a
+conversation). The sync helpers below serve REST and raise, so that a reader answers 503.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 
+from agents_app.history_writer import HistoryWriter
 from agents_app.models import HandoffRecord, HistoryTurn, Session
+from agents_app.state_writer import PendingStates
 from voiceagent.conversation.session import HandoffEvent, SessionState, Turn
 
 logger = logging.getLogger("agents_app.sessions")
@@ -197,56 +201,54 @@ def _public_memory(memory: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-class HistoryWriter:
-    """Writes history rows in the background, in order, batched: off every conversation's hot path.
-
-    A turn is queued the moment it is final and written within milliseconds; the conversation does
-    not wait for the database (with SQLite all writes share one thread). ``flush()`` waits until
-    everything queued is written (conversation close, shutdown). The queue is bounded: when the
-    database falls 10 000 rows behind, producers wait instead of dropping history.
-    """
-
-    def __init__(self, maxsize: int = 10_000):
-        self.queue: asyncio.Queue = asyncio.Queue(maxsize)
-        self.task: asyncio.Task | None = None
-
-    async def put(self, item: tuple) -> None:
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._run(), name="history-writer")
-        await self.queue.put(item)
-
-    async def flush(self) -> None:
-        if self.task is not None and not self.task.done():
-            await self.queue.join()
-
-    async def _run(self) -> None:
-        while True:
-            batch = [await self.queue.get()]
-            while not self.queue.empty() and len(batch) < 500:
-                batch.append(self.queue.get_nowait())
-            try:
-                await db_call(write_batch, batch)
-            except Exception:  # report; the rows of this batch are lost, the writer keeps going
-                logger.exception("history write failed for %d row(s)", len(batch))
-            finally:
-                for _ in batch:
-                    self.queue.task_done()
-
-
 _writers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def history_writer() -> HistoryWriter:
-    """The writer of the running event loop."""
+    """The history writer of the running event loop."""
     loop = asyncio.get_running_loop()
     writer = _writers.get(loop)
     if writer is None:
-        writer = _writers[loop] = HistoryWriter()
+        writer = _writers[loop] = HistoryWriter(_write_batch_off_loop)
     return writer
 
 
+def state_writer() -> PendingStates:
+    """The session-state writer of the running event loop (keeps states a cache outage held back)."""
+    loop = asyncio.get_running_loop()
+    writer = _states.get(loop)
+    if writer is None:
+        writer = _states[loop] = PendingStates(_write_state_off_loop)
+    return writer
+
+
+async def _write_batch_off_loop(batch: list[tuple]) -> None:
+    await db_call(write_batch, batch)
+
+
+async def _write_state_off_loop(session_id: str, data: dict[str, Any]) -> None:
+    await db_call(write_state, session_id, data)
+
+
+def write_state(session_id: str, data: dict[str, Any]) -> None:
+    """Write a state snapshot (``SessionState.to_dict()``) to the cache; raises when it is down."""
+    cache.set(KEY.format(session_id), data, _ttl())
+
+
 def write_batch(batch: list[tuple]) -> None:
-    """Write queued ("turn", session, turn, scenario, transport) / ("handoff", session, event) rows."""
+    """Write queued ("turn", session, turn, scenario, transport) / ("handoff", session, event) rows,
+    all or none (one transaction), so that the writer's retry never duplicates a row."""
+    try:
+        with transaction.atomic():
+            _write_batch(batch)
+    except Exception:
+        for item in batch:  # a session row made in the rolled-back transaction is not there
+            _known_sessions.discard(item[1])
+        raise
+
+
+def _write_batch(batch: list[tuple]) -> None:
     turns = []
     records = []
     for item in batch:
@@ -282,14 +284,27 @@ def write_batch(batch: list[tuple]) -> None:
         HandoffRecord.objects.bulk_create(records)
 
 
+FLUSH_WAIT_S = 10.0
+
+
 class DjangoSessionStore:
-    """The engine's session store: cache state + database history, never blocking the loop."""
+    """The engine's session store: cache state + database history, never blocking the loop.
+
+    Writes never raise into the engine: a state the cache refuses is kept and retried
+    (:class:`~agents_app.state_writer.PendingStates`), history rows are queued and retried
+    (:class:`~agents_app.history_writer.HistoryWriter`). Waiting for the history is bounded by
+    :data:`FLUSH_WAIT_S`, so a database outage delays a conversation's end, never blocks it.
+    """
 
     async def load(self, session_id: str) -> SessionState | None:
+        kept = state_writer().latest(session_id)  # this process's newest, not yet in the cache
+        if kept is not None:
+            return SessionState.from_dict(kept)
         return await db_call(load_state, session_id)
 
     async def save(self, state: SessionState) -> None:
-        await db_call(save_state, state)
+        state.last_activity_at = time.time()
+        await state_writer().save(state.session_id, state.to_dict())
 
     async def append_turn(self, state: SessionState, turn: Turn) -> None:
         await history_writer().put(("turn", state.session_id, turn, state.scenario, state.transport))
@@ -298,15 +313,15 @@ class DjangoSessionStore:
         state.handoffs.append(
             {"from": event.from_agent, "to": event.to_agent, "type": event.type, "at": event.at}
         )
-        await db_call(save_state, state)
         await history_writer().put(("handoff", state.session_id, event))
+        await self.save(state)
 
     async def flush(self) -> None:
-        """Wait until queued history is written."""
-        await history_writer().flush()
+        """Wait until queued history is written (at most :data:`FLUSH_WAIT_S`)."""
+        await history_writer().flush(FLUSH_WAIT_S)
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]:
-        await history_writer().flush()  # read your own writes
+        await history_writer().flush(FLUSH_WAIT_S)  # read your own writes
         rows = await db_call(history, session_id, limit)
         return [
             Turn(

@@ -25,7 +25,14 @@ from typing import Any
 
 from django.core.cache import cache
 
+from voiceagent.outage import OutageLog
+
 logger = logging.getLogger(__name__)
+cache_outage = OutageLog(
+    logger,
+    "session cache (live session registry)",
+    "dashboards on other workers miss this worker's sessions until it is back",
+)
 
 SLOT_KEY = "live:slot:{}"
 MAX_SLOTS = 128  # worker processes sharing one cache; one more is logged and served from memory
@@ -96,8 +103,10 @@ class LiveRegistry:
         entries = {sid: dict(entry) for sid, entry in self._sessions.items()}
         try:
             await asyncio.to_thread(self._write, self._version, entries)
-        except Exception as exc:
-            logger.warning("live session registry: the cache write failed: %s", exc)
+        except Exception as exc:  # logged when an outage starts and ends, not at every refresh
+            cache_outage.failed(exc)
+        else:
+            cache_outage.ok()
 
     def _write(self, version: int, entries: dict[str, dict[str, Any]]) -> None:
         with self._lock:

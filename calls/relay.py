@@ -7,6 +7,10 @@ cache (TTL refreshed while it is connected) and the sender checks the mark at mo
 
 Every message bound for all dashboards also passes :data:`calls.live.live_sessions`, the registry
 of live sessions that a dashboard is sent when it connects.
+
+Nothing here may end a conversation: while the cache or the channel layer is down (a Redis
+outage), the audio flag keeps its last value, publishing is skipped, and each outage is logged
+once when it starts and once when it ends (:class:`voiceagent.outage.OutageLog`), not per frame.
 """
 
 from __future__ import annotations
@@ -20,8 +24,15 @@ from typing import Any
 from django.core.cache import cache
 
 from calls.live import live_sessions
+from voiceagent.outage import OutageLog
 
 logger = logging.getLogger(__name__)
+flag_outage = OutageLog(
+    logger, "session cache (dashboard audio flags)", "conversations go on; audio flags keep their last value"
+)
+relay_outage = OutageLog(
+    logger, "channel layer (dashboard relay)", "conversations go on; dashboards miss their messages meanwhile"
+)
 
 ALL_GROUP = "dashboard"
 _GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
@@ -41,7 +52,8 @@ def relay_event(message: dict[str, Any]) -> dict[str, Any]:
 
 
 class AudioRelayFlag:
-    """Whether some dashboard wants this session's audio (checked at most once a second)."""
+    """Whether some dashboard wants this session's audio (checked at most once a second; while the
+    cache cannot answer, the last value read)."""
 
     def __init__(self, session_id: str):
         self.key = AUDIO_FLAG.format(session_id)
@@ -52,17 +64,31 @@ class AudioRelayFlag:
         now = time.monotonic()
         if now - self._checked >= 1.0:
             self._checked = now
-            self._value = bool(await cache.aget(self.key))
+            try:
+                value = bool(await cache.aget(self.key))
+            except Exception as exc:  # a cache outage must not end the socket that sends audio
+                flag_outage.failed(exc)
+                return self._value
+            flag_outage.ok()
+            self._value = value
         return self._value
 
 
 async def mark_audio_wanted(session_id: str) -> None:
-    await cache.aset(AUDIO_FLAG.format(session_id), 1, AUDIO_FLAG_TTL)
+    """A dashboard follows ``session_id`` with audio (refreshed while it is connected); a cache
+    outage only delays it until the next refresh."""
+    try:
+        await cache.aset(AUDIO_FLAG.format(session_id), 1, AUDIO_FLAG_TTL)
+    except Exception as exc:
+        flag_outage.failed(exc)
+    else:
+        flag_outage.ok()
 
 
 async def publish(channel_layer, message: dict[str, Any], *, dashboards: bool = True) -> None:
     """A session's server message to the dashboards following it (and to every dashboard when
-    ``dashboards``). The relay must never break a conversation: failures are logged, not raised."""
+    ``dashboards``). The relay must never break a conversation: failures are not raised, and an
+    outage of the channel layer is logged when it starts and when it ends, not per message."""
     if channel_layer is None:
         return
     if dashboards and live_sessions.observe(message):
@@ -73,7 +99,9 @@ async def publish(channel_layer, message: dict[str, Any], *, dashboards: bool = 
         if dashboards:
             await channel_layer.group_send(ALL_GROUP, event)
     except Exception as exc:
-        logger.warning("dashboard relay failed: %s", exc)
+        relay_outage.failed(exc)
+    else:
+        relay_outage.ok()
 
 
 async def end_if_live(channel_layer, session_id: str, reason: str) -> None:

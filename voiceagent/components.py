@@ -52,9 +52,14 @@ async def start_core() -> str:
 
 async def stop_core() -> None:
     await appconfig().stop_timer()
-    from agents_app.sessions import history_writer
+    from agents_app.sessions import history_writer, state_writer
 
     await history_writer().flush()  # history queued by conversations reaches the database
+    left = await state_writer().flush()  # states a cache outage held back: one last attempt
+    if left:
+        shown = ", ".join(left[:10]) + (" ..." if len(left) > 10 else "")
+        why = "session cache unavailable at shutdown: the state of %d session(s) is not written: %s"
+        logger.warning(why, len(left), shown)
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()

@@ -1,0 +1,144 @@
+"""The background history writer: turns reach the database in order, batched, and are never dropped
+silently.
+
+A turn is queued the moment it is final and written within milliseconds; the conversation does not
+wait for the database (with SQLite all writes share one thread). The queue is bounded: when the
+database falls ``maxsize`` rows behind, producers wait instead of dropping history.
+
+A failed write (the database locked, restarting or unreachable) is retried with backoff (0.2 s
+doubling to 5 s) for up to ``retry_for_s``; the batch is written in one transaction, so a retry
+never duplicates rows. What still fails after that - or at once, for an error that is not a
+connection or lock problem - is written row by row, and each row that cannot be written is logged
+at ERROR with its session id and role (never its content). ``flush()`` waits until everything
+queued is written or given up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.db import InterfaceError, OperationalError
+
+logger = logging.getLogger("agents_app.sessions")
+
+TRANSIENT = (OperationalError, InterfaceError)  # locked, restarting, unreachable: worth waiting for
+Item = tuple
+WriteBatch = Callable[[list[Item]], Awaitable[None]]
+
+
+def describe(item: Item) -> tuple[str, str]:
+    """(session id, role) of a queued row, for the log: never its content."""
+    if item[0] == "turn":
+        return item[1], item[2].role
+    return item[1], "handoff"
+
+
+class HistoryWriter:
+    """Writes history rows in the background, in order, batched, retrying failed writes."""
+
+    def __init__(
+        self,
+        write: WriteBatch,
+        *,
+        maxsize: int = 10_000,
+        retry_for_s: float = 30.0,
+        first_delay: float = 0.2,
+        max_delay: float = 5.0,
+    ):
+        self.write = write
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize)
+        self.task: asyncio.Task | None = None
+        self.retry_for_s = retry_for_s
+        self.first_delay = first_delay
+        self.max_delay = max_delay
+        self.lost_total = 0
+
+    async def put(self, item: Item) -> None:
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run(), name="history-writer")
+        await self.queue.put(item)
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything queued is written (or given up); False when ``timeout`` passed
+        first (the writer goes on with it)."""
+        if self.task is None or self.task.done():
+            return True
+        if timeout is None:
+            await self.queue.join()
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(self.queue.join()), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            while not self.queue.empty() and len(batch) < 500:
+                batch.append(self.queue.get_nowait())
+            try:
+                await self._write(batch)
+            except Exception:  # a bug in the reporting itself: say so, keep the writer alive
+                logger.exception("history writer: %d row(s) in an unknown state", len(batch))
+            finally:
+                for _ in batch:
+                    self.queue.task_done()
+
+    async def _write(self, batch: list[Item]) -> None:
+        began = time.monotonic()
+        delay = self.first_delay
+        failures = 0
+        while True:
+            try:
+                await self.write(batch)
+            except Exception as exc:
+                failures += 1
+                if failures == 1:
+                    sessions = sorted({describe(item)[0] for item in batch})
+                    logger.warning(
+                        "history write failed (%s: %s); %d row(s) of session(s) %s kept and retried",
+                        type(exc).__name__,
+                        _first_line(exc),
+                        len(batch),
+                        ", ".join(sessions[:5]) + (" ..." if len(sessions) > 5 else ""),
+                    )
+                if not isinstance(exc, TRANSIENT) or time.monotonic() - began + delay > self.retry_for_s:
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_delay)
+                continue
+            if failures:
+                logger.info(
+                    "history written after %d failed attempt(s) over %.1f s (%d row(s))",
+                    failures,
+                    time.monotonic() - began,
+                    len(batch),
+                )
+            return
+        await self._write_rows(batch)
+
+    async def _write_rows(self, batch: list[Item]) -> None:
+        """Last resort, one row at a time: a row the database refuses does not take the others with it."""
+        for item in batch:
+            try:
+                await self.write([item])
+            except Exception as exc:
+                self.lost_total += 1
+                session_id, role = describe(item)
+                logger.error(
+                    "history lost: session %s, a %s row could not be written (%s: %s)",
+                    session_id,
+                    role,
+                    type(exc).__name__,
+                    _first_line(exc),
+                )
+
+
+def _first_line(exc: BaseException) -> Any:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""
