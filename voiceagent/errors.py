@@ -4,15 +4,23 @@ DRF errors go through :func:`api_exception_handler`; Django-level 404/500 (unkno
 unhandled exceptions) through :func:`json_404` / :func:`json_500` and
 :class:`voiceagent.middleware.ApiErrorMiddleware`. A 500 body says "internal error" and the
 request id, nothing else; the traceback goes to the log with that id.
+
+A store that is down - the session cache (Redis) or the database unreachable, restarting or
+locked - is not a bug of the request: :func:`unavailable_response` answers 503 ``{"detail"}`` with
+``Retry-After`` and logs one WARNING line (no traceback), from the DRF handler and from
+:class:`voiceagent.middleware.ApiErrorMiddleware` alike.
 """
 
 from __future__ import annotations
 
 import logging
 
+import redis
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.http import Http404, JsonResponse
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, HttpResponse, JsonResponse
+from django.utils.log import log_response
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -20,6 +28,16 @@ from rest_framework.views import exception_handler
 from voiceagent.logging import request_id_var
 
 logger = logging.getLogger("voiceagent.errors")
+
+RETRY_AFTER_S = 5
+# a store that cannot answer now: the cache's Redis (refused, timed out, loading after a restart) or
+# the database (unreachable, restarting, locked)
+UNAVAILABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OperationalError,
+    InterfaceError,
+)
 
 
 class ApiError(exceptions.APIException):
@@ -75,7 +93,36 @@ def api_exception_handler(exc, context):
         return response
     if isinstance(exc, Http404):
         return Response({"detail": "Not found."}, status=404)
+    if isinstance(exc, UNAVAILABLE):
+        request = context.get("request")
+        return unavailable_response(exc, getattr(request, "_request", request), Response)
     return None  # unhandled -> Django's handler500 (json_500)
+
+
+def store_name(exc: BaseException) -> str:
+    return "session cache" if isinstance(exc, redis.exceptions.RedisError) else "database"
+
+
+def unavailable_response(exc: BaseException, request, response_class=JsonResponse) -> HttpResponse:
+    """503 ``{"detail"}`` + ``Retry-After`` for a store outage, logged once at WARNING (Django's
+    request logger would log the 503 again at ERROR; ``log_response`` marks it logged)."""
+    store = store_name(exc)
+    body = {"detail": f"The {store} is unavailable; try again in a few seconds."}
+    response = response_class(body, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    if request is not None:
+        why = f"{store} unavailable ({type(exc).__name__}: {str(exc).strip()[:200]})"
+        log_response(
+            "%s %s: 503, %s",
+            request.method,
+            request.path,
+            why,
+            response=response,
+            request=request,
+            logger=logger,
+            level="warning",
+        )
+    return response
 
 
 def too_large_detail() -> str:

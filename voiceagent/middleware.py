@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from voiceagent.errors import internal_error_response, too_large_response
+from voiceagent.errors import UNAVAILABLE, internal_error_response, too_large_response, unavailable_response
 from voiceagent.logging import request_id_var
 
 logger = logging.getLogger("voiceagent.request")
@@ -95,6 +95,8 @@ class ApiErrorMiddleware(_Middleware):
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not request.path.startswith(API_PREFIX):
             return None
+        if isinstance(exception, UNAVAILABLE):  # a store outage: 503, one WARNING line
+            return unavailable_response(exception, request)
         logger.error("unhandled error on %s %s", request.method, request.path, exc_info=exception)
         return internal_error_response()
 

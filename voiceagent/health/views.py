@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from voiceagent.appconfig import appconfig
 from voiceagent.connections import tracker
 from voiceagent.health import checks
+from voiceagent.health.cache import cache_state
 from voiceagent.lifecycle import lifecycle
 from voiceagent.speech.pools import pool_metrics
 
@@ -56,12 +57,18 @@ class McpServerStateSerializer(serializers.Serializer):
     tools_count = serializers.IntegerField()
 
 
+class CacheStateSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["healthy", "unhealthy", "not_configured"])
+    detail = serializers.CharField()
+
+
 class ReadyDetailsSerializer(serializers.Serializer):
     warmup_results = WarmupResultsSerializer()
     mcp_servers = serializers.DictField(child=McpServerStateSerializer())
     steps = serializers.DictField(
         child=serializers.DictField(), help_text="per startup step: status, duration_ms"
     )
+    cache = CacheStateSerializer(help_text="the shared session cache; unhealthy (Redis down): /ready is 503")
 
 
 class ReadyPoolsSerializer(serializers.Serializer):
@@ -76,7 +83,10 @@ class ReadySerializer(serializers.Serializer):
     warmup_completed = serializers.BooleanField()
     mcp_ready = serializers.BooleanField()
     details = ReadyDetailsSerializer()
-    status = serializers.ChoiceField(choices=["ready", "starting"])
+    status = serializers.ChoiceField(
+        choices=["ready", "starting", "unavailable"],
+        help_text="unavailable: started, but the shared session cache (Redis) does not answer",
+    )
     mcp = serializers.ChoiceField(choices=["connected", "partial", "disconnected", "none"])
     pools = ReadyPoolsSerializer()
 
@@ -194,7 +204,8 @@ def _mcp_summary(servers: dict[str, dict]) -> str:
 
 
 class ReadyView(APIView):
-    """Readiness: 200 only when the deferred startup steps (warmup, mcp) are complete."""
+    """Readiness: 200 only when the deferred startup steps (warmup, mcp) are complete and the
+    shared session cache answers (when Redis is configured)."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
@@ -206,7 +217,9 @@ class ReadyView(APIView):
         summary="Readiness (deferred startup complete)",
     )
     def get(self, request):
-        ready = lifecycle.accepting and lifecycle.deferred_startup_complete
+        started = lifecycle.accepting and lifecycle.deferred_startup_complete
+        cache = cache_state()
+        ready = started and cache["status"] != "unhealthy"
         servers = {
             name: {"status": s.get("status", "unknown"), "tools_count": int(s.get("tools_count", 0))}
             for name, s in mcp_status_source().items()
@@ -230,11 +243,14 @@ class ReadyView(APIView):
                     name: {"status": r.status, "duration_ms": r.duration_ms}
                     for name, r in lifecycle.results.items()
                 },
+                "cache": cache,
             },
-            "status": "ready" if ready else "starting",
+            "status": "ready" if ready else ("unavailable" if started else "starting"),
             "mcp": _mcp_summary(servers),
             "pools": {"tts": metrics["tts"]["warm"], "stt": metrics["stt"]["warm"]},
         }
+        if started:  # a store outage: a WARNING line per probe answer, as /readiness logs its 503s
+            return _probe_answer(request, body, ready, "warning", f"session cache {cache['detail']}")
         return _probe_answer(request, body, ready, "info", "not ready yet (deferred startup steps running)")
 
 
