@@ -41,7 +41,7 @@ class Plan:
     turns: int
     silence_ms: int
     turn_timeout_s: float = 10.0
-    spread_s: float = 3.0  # callers start spread over this many seconds
+    spread_s: float = 3.0  # callers start spread over this many seconds (the ramp)
     pause_s: tuple[float, float] = (0.5, 3.0)  # a caller thinks this long (random) before each turn
 
 
@@ -49,10 +49,20 @@ class Plan:
 class Results:
     turns: list[dict] = field(default_factory=list)  # one per turn: caller, said, final_ms, audio_ms, ...
     errors: collections.Counter = field(default_factory=collections.Counter)
+    live: list[tuple[float, float]] = field(default_factory=list)  # per caller: (greeted at, done at)
 
     def merge(self, other: Results) -> None:
         self.turns += other.turns
         self.errors.update(other.errors)
+        self.live += other.live
+
+    def all_live(self) -> tuple[float, float] | None:
+        """The span (time.monotonic) when every caller was in its conversation, greeted and not yet
+        done: the steady state, past the ramp of connections and before the first caller leaves."""
+        if not self.live:
+            return None
+        begin, end = max(b for b, _ in self.live), min(e for _, e in self.live)
+        return (begin, end) if begin < end else None
 
 
 class _Listener:
@@ -135,6 +145,7 @@ async def caller(plan: Plan, index: int, res: Results) -> None:
                 await frame(NOISE)  # the greeting plays
             if listener.first_audio is None:
                 res.errors["no greeting audio"] += 1
+            greeted = time.monotonic()
             for t in range(plan.turns):
                 said, pcm = plan.utterances[(index + t) % len(plan.utterances)]
                 for _ in range(int(rng.uniform(*plan.pause_s) * 1000) // FRAME_MS):
@@ -175,6 +186,7 @@ async def caller(plan: Plan, index: int, res: Results) -> None:
                 if listener.ended:
                     res.errors["conversation ended by the agent"] += 1
                     break
+            res.live.append((greeted, time.monotonic()))
             read_task.cancel()
     except websockets.ConnectionClosed as exc:
         rcvd = exc.rcvd
