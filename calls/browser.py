@@ -51,6 +51,7 @@ OVERRIDE_FIELDS = {
 }
 CONTROL_ACTIONS = ("start", "stop", "pause", "resume", "reset")
 MAX_TEXT_CHARS = 2000
+RESTART_AFTER_S = 5.0  # a conversation that ended on its own starts again on audio no sooner than this
 
 
 class ClientError(ValueError):
@@ -147,6 +148,7 @@ class BrowserConversationConsumer(LeanWebSocket):
         self.levels_sent = 0.0
         self.seq = 0
         self.closing = False
+        self.restart_at = 0.0  # audio before this does not start a conversation again
         await self.accept()
         if not await authorized(self.scope):
             await self.close(code=1008, reason="unauthorized: send an API key (?api_key=) or log in")
@@ -253,7 +255,9 @@ class BrowserConversationConsumer(LeanWebSocket):
             raise ClientError("bad_audio", "PCM16 audio must have an even number of bytes")
         if not pcm:
             return
-        if self.conversation is None:
+        if self._ended():
+            if time.monotonic() < self.restart_at:
+                return  # the last one just ended on its own: a live microphone must not hammer a dead API
             await self._start_conversation()
         if self.conversation is not None:
             self.conversation.push_audio(pcm, rate)
@@ -266,17 +270,22 @@ class BrowserConversationConsumer(LeanWebSocket):
             raise ClientError("bad_text", "text needs a non-empty text field")
         if len(text) > MAX_TEXT_CHARS:
             raise ClientError("bad_text", f"text is limited to {MAX_TEXT_CHARS} characters")
-        if self.conversation is None:
+        if self._ended():
             await self._start_conversation()
         if self.conversation is not None:
             await self.conversation.push_text(text)
+
+    def _ended(self) -> bool:
+        """No conversation, or it has ended on its own and its events are still being sent out: the
+        caller's next input starts a new one (input pushed to an ended one would vanish)."""
+        return self.conversation is None or self.conversation.closed
 
     async def _control(self, payload: dict[str, Any]) -> None:
         action = payload.get("action")
         if action not in CONTROL_ACTIONS:
             raise ClientError("bad_control", f"control.action must be one of {', '.join(CONTROL_ACTIONS)}")
         if action == "start":
-            if self.conversation is None:
+            if self._ended():
                 await self._start_conversation()
         elif action == "stop":
             await self._stop_conversation(reason="stopped by the client")
@@ -468,6 +477,13 @@ class BrowserConversationConsumer(LeanWebSocket):
             self.conversation = None
             await self.send_message("event", {"name": "session_ended", "reason": "conversation ended"})
             await self._close(1000, "conversation ended")
+        elif self.conversation is conversation and not self.closing:
+            # It ended on its own: the realtime API refused or dropped the connection (the caller was
+            # sent its error). The socket stays; the caller's next text, control start or (after a
+            # pause) audio starts the conversation again, resuming the session and its history.
+            logger.info("conversation ended (%s); the next input starts it again", conversation.close_reason)
+            self.conversation = None
+            self.restart_at = time.monotonic() + RESTART_AFTER_S
 
     async def _send_audio(self, event) -> None:
         pcm = event.pcm
