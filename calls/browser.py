@@ -146,6 +146,10 @@ class BrowserConversationConsumer(LeanWebSocket):
         self.last_output = None
         self.levels_shown: tuple[float, float] | None = None
         self.levels_sent = 0.0
+        # read once: settings.CONFIG costs a lazy-object lookup, too much per 20 ms frame x hundreds
+        per_second = config.BROWSER_LEVELS_PER_SECOND
+        self.levels_interval = 1.0 / per_second if per_second else None
+        self.max_message_bytes = config.BROWSER_MAX_MESSAGE_BYTES
         self.seq = 0
         self.closing = False
         self.restart_at = 0.0  # audio before this does not start a conversation again
@@ -190,7 +194,7 @@ class BrowserConversationConsumer(LeanWebSocket):
         if self.closing:
             return
         size = len(bytes_data) if bytes_data is not None else len((text_data or "").encode())
-        limit = settings.CONFIG.BROWSER_MAX_MESSAGE_BYTES
+        limit = self.max_message_bytes
         if size > limit:
             await self._close(1009, f"message too big: {size} bytes, the limit is {limit}")
             return
@@ -513,9 +517,8 @@ class BrowserConversationConsumer(LeanWebSocket):
         """At most BROWSER_LEVELS_PER_SECOND, and only when a meter would move: every message on
         this path costs loop time for each of hundreds of sockets (a meter updated 10 times a
         second reads as smooth)."""
-        per_second = settings.CONFIG.BROWSER_LEVELS_PER_SECOND
         now = time.monotonic()
-        if not per_second or now - self.levels_sent < 1.0 / per_second:
+        if self.levels_interval is None or now - self.levels_sent < self.levels_interval:
             return
         self.levels_sent = now
         level_in = rms_level(np.frombuffer(self.last_input, dtype="<i2")) if self.last_input else 0.0
