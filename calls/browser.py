@@ -301,8 +301,6 @@ class BrowserConversationConsumer(LeanWebSocket):
             await self._reset()
 
     async def _config(self, payload: dict[str, Any]) -> None:
-        from agents_app.catalog import catalog
-
         unknown = set(payload) - {
             "scenario",
             "agent",
@@ -318,11 +316,11 @@ class BrowserConversationConsumer(LeanWebSocket):
             scenario = payload["scenario"]
             if not isinstance(scenario, str) or not scenario:
                 raise ClientError("bad_config", "scenario must be a scenario name")
-            spec = await db_call(catalog.scenario, scenario)
-            if spec is None:
+            name = await db_call(self._scenario_name, scenario)
+            if name is None:
                 raise ClientError("unknown_scenario", f"scenario {scenario[:64]!r} does not exist")
-            restart |= spec.name != self.scenario
-            self.scenario = spec.name
+            restart |= name != self.scenario
+            self.scenario = name
         if "agent" in payload:
             agent = payload["agent"]
             if agent is not None and (not isinstance(agent, str) or len(agent) > 64):
@@ -343,6 +341,19 @@ class BrowserConversationConsumer(LeanWebSocket):
         if restart and self.conversation is not None:
             await self._stop_conversation(reason="reconfigured")
             await self._start_conversation()
+
+    def _scenario_name(self, name: str) -> str | None:
+        """The name of a built-in scenario, or of one this session made (``POST /scenarios``): the
+        conversation resolves both, so the socket must let the caller pick either."""
+        from agents_app import sessions
+        from agents_app.catalog import catalog
+
+        spec = catalog.scenario(name)
+        if spec is not None:
+            return spec.name
+        state = sessions.load_state(self.session_id)
+        own = {n.lower(): n for n in (state.scenarios if state is not None else {})}
+        return own.get(name.lower())
 
     def _overrides(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
