@@ -98,7 +98,7 @@ from mcp.shared.exceptions import McpError
 from mcp_app.oauth import BearerAuth, OAuthConfig, OAuthError, OAuthTokens, TokenSource
 from mcp_app.security import public_url
 from mcp_app.tools import MCP_SOURCE, assign_names, parameters_schema, result_value, tool_record
-from voiceagent.conversation.tools import REGISTRY, ToolRegistry, ToolSpec
+from voiceagent.conversation.tools import REGISTRY, ToolError, ToolRegistry, ToolSpec
 from voiceagent.logging import redact, register_secrets
 
 logger = logging.getLogger("mcp_app.manager")
@@ -477,9 +477,12 @@ class McpToolCall:
     timeout: float
 
     async def __call__(self, /, **arguments: Any) -> Any:
-        result = await self.manager.arun(
-            self.manager.call_tool(self.server, self.tool, arguments, self.timeout)
-        )
+        try:
+            result = await self.manager.arun(
+                self.manager.call_tool(self.server, self.tool, arguments, self.timeout)
+            )
+        except ServerError as exc:  # unreachable, lost, refused: the server's trouble, told to the model
+            raise ToolError(exc.message) from None
         return result_value(result)
 
 

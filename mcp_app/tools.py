@@ -23,7 +23,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from voiceagent.conversation.tools import TOOL_NAME_RE, ToolRegistry
+from voiceagent.conversation.tools import TOOL_NAME_RE, ToolError, ToolRegistry
 
 logger = logging.getLogger("mcp_app.tools")
 
@@ -94,8 +94,8 @@ def tool_record(server: str, prefixed: str, tool: Any) -> dict:
     }
 
 
-class McpToolError(RuntimeError):
-    """The MCP server answered the call with ``isError``."""
+class McpToolError(ToolError):
+    """The MCP server answered the call with ``isError`` (the model is told; not a bug of ours)."""
 
 
 def result_value(result: Any) -> Any:

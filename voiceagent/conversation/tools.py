@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ERROR_EXCEPTION",
+    "ERROR_FAILED",
     "ERROR_TIMEOUT",
     "ERROR_UNKNOWN_TOOL",
     "ERROR_VALIDATION",
@@ -48,6 +49,7 @@ __all__ = [
     "REGISTRY",
     "TOOL_NAME_RE",
     "ToolContext",
+    "ToolError",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
@@ -69,6 +71,7 @@ ERROR_VALIDATION = "validation_error"
 ERROR_TIMEOUT = "timeout"
 ERROR_EXCEPTION = "exception"
 ERROR_UNKNOWN_TOOL = "unknown_tool"
+ERROR_FAILED = "failed"
 
 # What the OpenAI chat-completions and realtime APIs accept as a function name.
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -79,6 +82,13 @@ ToolFunc = Callable[..., Awaitable[Any]]
 # --------------------------------------------------------------------------------------------------
 # Context and result
 # --------------------------------------------------------------------------------------------------
+
+
+class ToolError(Exception):
+    """A tool failed in a way it can put in words (a remote server unreachable or lost, the tool
+    reporting an error): the model is told the message, the log gets one WARNING. Why not a plain
+    exception: those are bugs, logged at ERROR with their traceback, which an outage of someone
+    else's server is not."""
 
 
 @dataclass
@@ -553,6 +563,9 @@ async def execute_spec(
                 elapsed(),
             )
         return _exception_result(spec, exc, parsed, elapsed())
+    except ToolError as exc:
+        logger.warning("tool %s failed: %s", spec.name, exc)
+        return ToolResult.failure(spec.name, ERROR_FAILED, str(exc), elapsed())
     except Exception as exc:
         return _exception_result(spec, exc, parsed, elapsed())
     return ToolResult(name=spec.name, ok=True, result=_jsonable(value), duration_ms=elapsed())
