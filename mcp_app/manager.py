@@ -92,9 +92,9 @@ from mcp import ClientSession, types
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import McpError
 
+from mcp_app.breakwatch import BreakWatch
 from mcp_app.oauth import BearerAuth, OAuthConfig, OAuthError, OAuthTokens, TokenSource
 from mcp_app.security import public_url
 from mcp_app.tools import MCP_SOURCE, assign_names, parameters_schema, result_value, tool_record
@@ -327,11 +327,13 @@ class _Connection:
                 )
             )
         else:
+            # what create_mcp_http_client makes, with a transport that reports a broken stream
             client = await stack.enter_async_context(
-                create_mcp_http_client(
+                httpx.AsyncClient(
                     headers=self._headers(),
                     timeout=httpx.Timeout(cfg.timeout, read=max(cfg.timeout, SSE_READ_TIMEOUT)),
                     auth=self._auth(),
+                    transport=BreakWatch(httpx.AsyncHTTPTransport(), self._stream_broke),
                 )
             )
             read, write, _ = await stack.enter_async_context(
@@ -351,6 +353,13 @@ class _Connection:
     def _session_closed(self) -> None:
         if self.lost is not None and not self.lost.done():
             self.lost.set_result(_Lost("the server closed the stream"))
+        self._stop.set()
+
+    def _stream_broke(self, exc: BaseException) -> None:
+        """A response stream of this session broke (reset, cut short): the session is lost now, not
+        when the request waiting on it times out (see :mod:`mcp_app.breakwatch`)."""
+        if self.lost is not None and not self.lost.done():
+            self.lost.set_result(_Lost(f"the connection broke ({type(exc).__name__})"))
         self._stop.set()
 
     async def open(self) -> None:
