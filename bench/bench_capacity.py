@@ -20,9 +20,11 @@ processes (reaped children), the callers.
 peer in its own process (bench/chat_peer.py: first token 300-600 ms, then a word every 20-50
 ms) and cloud-like STT/TTS on the configured pools (bench/plugins/delayed_providers.py: final
 transcript 100-300 ms after the end of audio, first audio 80-200 ms after the request), 200
-conversations by default. Each provider reports its own delay per utterance, so the server-added
-latency of a turn = (end of turn -> first audio at the caller) - (STT + chat first clause + TTS
-first chunk) of that very turn. Targets: 0 refusals, p50 <= 5 ms, p99 <= 20 ms. Also: that time
+conversations by default, ramping in over ``--ramp-s`` (10 s) and thinking 0.5-4 s between their
+8 turns. Each provider reports its own delay per utterance, so the server-added latency of a turn =
+(end of turn -> first audio at the caller) - (STT + chat first clause + TTS first chunk) of that
+very turn. Targets, over the turns that ended while all the conversations were live (steady
+state; the ramp's turns are reported apart): 0 refusals, p50 <= 5 ms, p99 <= 20 ms. Also: that time
 stage by stage (monotonic stamps from the server, the peer and the callers), the loop's lag, GC
 pauses, CPU per process and ``/pools``; ``--workers N`` for N uvicorn workers, ``--py-spy OUT``.
 

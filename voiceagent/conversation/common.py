@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from voiceagent.conversation.events import Event, Handoff, StateChange, ToolCall
+from voiceagent.conversation.events import Error, Event, Handoff, StateChange, ToolCall
 from voiceagent.conversation.providers import ToolCallRequest
 from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, HandoffSpec, VoiceSpec
@@ -218,6 +218,16 @@ async def record_tool(
         )
     )
     await host.add_turn(Turn(role="tool", content=content, agent=agent, tool_name=call.name))
+
+
+def drop_oldest_input(conv: Any, buffer: Any, what: str) -> None:
+    """Make room in a full input buffer by dropping its oldest chunk; every 50th drop tells the
+    client (an ``input_overflow`` error), so a caller whose audio is lost knows it."""
+    buffer.popleft()
+    conv.dropped_frames += 1
+    if conv.dropped_frames % 50 == 1:
+        message = f"{what}; dropped {conv.dropped_frames} chunks"
+        conv.channel.put_nowait(Error(conv.session_id, code="input_overflow", message=message))
 
 
 def cancel_other_tasks(tasks) -> None:

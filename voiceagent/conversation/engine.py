@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from voiceagent.conversation.common import (
     agent_voice,
     cancel_other_tasks,
+    drop_oldest_input,
     end_session,
     handoff_line,
     open_session,
@@ -329,16 +330,7 @@ class Conversation:
             return False
         if not self._listening:
             if len(self._early) >= self.config.input_queue_frames:
-                self._early.popleft()
-                self.dropped_frames += 1
-                if self.dropped_frames % 50 == 1:
-                    self.channel.put_nowait(
-                        Error(
-                            self.session_id,
-                            code="input_overflow",
-                            message=f"audio before the start is dropped; {self.dropped_frames} chunks so far",
-                        )
-                    )
+                drop_oldest_input(self, self._early, "audio before the start is too long")
             self._early.append((pcm, sample_rate))
             return True
         try:

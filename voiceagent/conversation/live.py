@@ -51,6 +51,7 @@ from typing import Any
 from voiceagent.conversation.common import (
     agent_voice,
     cancel_other_tasks,
+    drop_oldest_input,
     end_session,
     handoff_line,
     open_session,
@@ -380,16 +381,7 @@ class LiveConversation:
 
     def _queue_audio(self, chunk: bytes) -> None:
         if len(self._audio_out) >= self._audio_limit:
-            self._audio_out.popleft()
-            self.dropped_frames += 1
-            if self.dropped_frames % 50 == 1:
-                self.channel.put_nowait(
-                    Error(
-                        self.session_id,
-                        code="input_overflow",
-                        message=f"audio input is behind; dropped {self.dropped_frames} chunks",
-                    )
-                )
+            drop_oldest_input(self, self._audio_out, "audio input is behind")
         self._audio_out.append(chunk)
         self._wake.set()
 
