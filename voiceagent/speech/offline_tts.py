@@ -16,6 +16,12 @@ writes it. Each running process holds a slot of a :class:`~voiceagent.speech.poo
 process's session limit), which bounds the concurrent espeak-ng processes. The processes are
 driven with asyncio pipes: no thread, nothing blocks the event loop. Only at that maximum does
 the acquire timeout turn overload into a clear ``ProviderError``.
+
+Two guards keep a burst of syntheses (200 calls answered at once, each greeted) from stalling the
+event loop: lines are shared and replayed through a :class:`SynthesisCache` (the same greeting is
+synthesised once, not 200 times), and processes are started one at a time (``_spawn``): starting
+one forks the server on the loop's thread (2-10 ms), and 200 forked in one loop step had held the
+loop for two seconds.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from voiceagent.conversation.providers import ProviderError
 from voiceagent.conversation.specs import VoiceSpec
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, StreamResampler, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+from voiceagent.speech.synthesis_cache import SynthesisCache
 
 __all__ = [
     "DEFAULT_WPM",
@@ -209,6 +216,8 @@ class EspeakTTS:
         self._default_voice = default_voice or VoiceSpec()
         self._languages: frozenset[str] | None = None
         self._slots = 0
+        self.lines = SynthesisCache()
+        self._spawning: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self.pool: ClientPool[_Slot] = ClientPool(
             "tts",
             self._new_slot,
@@ -258,25 +267,42 @@ class EspeakTTS:
             "(apt-get install espeak-ng) or configure Azure Speech (CLOUD_SPEECH_REGION + CLOUD_SPEECH_KEY)"
         )
 
+    def _spawn_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._spawning.get(loop)
+        if lock is None:
+            self._spawning = {k: v for k, v in self._spawning.items() if not k.is_closed()}
+            lock = self._spawning[loop] = asyncio.Lock()
+        return lock
+
     async def _spawn(self, argv: list[str]) -> asyncio.subprocess.Process:
+        """Start espeak-ng; one start at a time, so the loop forks at most once per step."""
         try:
-            return await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            async with self._spawn_lock():
+                return await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
         except FileNotFoundError:
             raise self._missing_binary() from None
         except OSError as exc:
             raise ProviderError(f"offline speech synthesis could not start {self.binary!r}: {exc}") from None
 
     async def synthesize(self, text: str, voice: VoiceSpec) -> AsyncIterator[bytes]:
-        """Yield PCM16 mono chunks of ~100 ms at ``sample_rate`` while espeak-ng produces them."""
+        """Yield PCM16 mono chunks of ~100 ms at ``sample_rate`` while espeak-ng produces them
+        (a line synthesised recently, or being synthesised for another caller, is shared)."""
         clean = sanitize_text(text)
         if not clean:
             return
         argv = self.command(voice)
+        shared = self.lines.stream((*argv, clean), clean, lambda: self._synthesize(clean, argv))
+        async with contextlib.aclosing(shared) as chunks:  # a barge-in stops the process at once
+            async for chunk in chunks:
+                yield chunk
+
+    async def _synthesize(self, clean: str, argv: list[str]) -> AsyncIterator[bytes]:
         try:
             slot = await self.pool.acquire()
         except PoolTimeout as exc:

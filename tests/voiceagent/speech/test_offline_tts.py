@@ -183,6 +183,7 @@ async def test_hostile_text_is_spoken_not_executed(tmp_path, monkeypatch):
 @pytest.mark.slow
 async def test_slots_at_the_maximum_then_released_on_early_stop():
     tts = EspeakTTS(pool_size=1, acquire_timeout=0.3, max_size=1)
+    tts.lines.max_chars = 0  # unshared: a shared line is synthesised to its end whoever reads it
     first = tts.synthesize(LONG_TEXT, VoiceSpec())
     assert await first.__anext__()
     began = time.monotonic()
