@@ -35,6 +35,7 @@ from voiceagent.connections import tracker
 from voiceagent.conversation.engine import ENDED_BY_AGENT
 from voiceagent.conversation.events import Event
 from voiceagent.conversation.session import valid_session_id
+from voiceagent.errors import UNAVAILABLE
 from voiceagent.logging import session_id_var
 from voiceagent.speech.audio import SUPPORTED_RATES, StreamResampler, rms_level
 
@@ -152,6 +153,8 @@ class BrowserConversationConsumer(LeanWebSocket):
         self.max_message_bytes = config.BROWSER_MAX_MESSAGE_BYTES
         self.seq = 0
         self.closing = False
+        self.store_warned = False
+        self.store_error_at = -1.0
         self.restart_at = 0.0  # audio before this does not start a conversation again
         await self.accept()
         if not await authorized(self.scope):
@@ -209,6 +212,22 @@ class BrowserConversationConsumer(LeanWebSocket):
                 await self._json(text_data or "")
         except ClientError as exc:
             await self.send_message("error", {"code": exc.code, "message": str(exc)})
+        except UNAVAILABLE as exc:  # the session cache or database is down: the message fails, not the socket
+            await self._store_unavailable(exc)
+
+    async def _store_unavailable(self, exc: Exception) -> None:
+        """A message that needed the shared store (a conversation to start, overrides to save) while
+        it is down: an ``error`` at most once a second and one WARNING per socket; a conversation
+        already running goes on (issue 12: this closed the socket with 1011)."""
+        if not self.store_warned:
+            self.store_warned = True
+            why = f"{type(exc).__name__}: {exc}"
+            logger.warning("session store unavailable (%s); the socket stays open", why)
+        now = time.monotonic()
+        if now - self.store_error_at >= 1.0:
+            self.store_error_at = now
+            message = "the session store is unavailable; try again in a few seconds"
+            await self.send_message("error", {"code": "store_unavailable", "message": message})
 
     async def _json(self, text: str) -> None:
         try:

@@ -135,39 +135,79 @@ def listening(m: dict) -> bool:
     return m["type"] == "event" and m["payload"].get("state") == "listening"
 
 
+async def said_so_far(sid: str) -> list[tuple[str, str]]:
+    """The session's user turns and the agents' answers in the database (the greeting, cut by the
+    first typed turn before any of it played, is left out)."""
+    await sessions.history_writer().flush()
+    rows = await sessions.db_call(sessions.history, sid)
+    return [(r["role"], r["content"]) for r in rows if r["role"] == "user" or r["content"].startswith("Sure")]
+
+
+async def type_turn(comm, sid: str, text: str, expected: list[tuple[str, str]]) -> None:
+    """Type ``text``; the answer comes with audio, and once it has played it is in the history
+    (the next turn would cut it otherwise, as a caller talking over the agent does)."""
+    await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": text}}))
+    seen = await until(comm, answered)
+    assert any(m["type"] == "transcript" and m["payload"]["text"] == text for m in seen)
+    seen += await until(comm, listening)
+    assert any(m["type"] == "audio" for m in seen)  # audio went out: the relay flag was read
+    expected += [("user", text), ("assistant", "Sure, I can help with that.")]
+
+    async def written():
+        return await said_so_far(sid) == expected
+
+    await eventually(written)
+
+
 async def test_browser_conversation_goes_on_through_a_redis_outage(private_redis, fake_runtime):
     comm = WebsocketCommunicator(APP, "/api/v1/browser/conversation")
     assert (await comm.connect())[0]
     sid = (await receive_json(comm))["session_id"]
     await comm.send_to(text_data=json.dumps({"type": "config", "payload": {"scenario": "banking"}}))
-    await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "before the outage"}}))
-    seen = await until(comm, answered)
-    seen += await until(comm, listening)
-    assert any(m["type"] == "audio" for m in seen)  # audio went out: the relay flag was read
+    expected: list[tuple[str, str]] = []
+    await type_turn(comm, sid, "before the outage", expected)
 
     private_redis.stop()
     await asyncio.sleep(1.1)  # the relay flag's next read falls in the outage
-    for text in ("during the outage", "still down"):
-        await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": text}}))
-        seen = await until(comm, answered)
-        assert any(m["type"] == "transcript" and m["payload"]["text"] == text for m in seen)
-        seen += await until(comm, listening)
-        assert any(m["type"] == "audio" for m in seen)
+    await type_turn(comm, sid, "during the outage", expected)
+    await type_turn(comm, sid, "still down", expected)
 
     private_redis.start()
-    state = await eventually(lambda: sessions.db_call(sessions.load_state, sid))
+    state = await eventually(lambda: sessions.db_call(sessions.load_state, sid))  # written from memory
     assert state.scenario == "banking"
-    await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "after the outage"}}))
-    await until(comm, answered)
-    await until(comm, listening)
-
-    async def every_turn_written():  # an answer is written once its audio has played
-        await sessions.history_writer().flush()
-        rows = await sessions.db_call(sessions.history, sid)
-        answers = [r for r in rows if r["role"] == "assistant" and r["content"].startswith("Sure")]
-        return rows if len(answers) == 4 else None
-
-    rows = await eventually(every_turn_written)
-    users = [r["content"] for r in rows if r["role"] == "user"]
-    assert users == ["before the outage", "during the outage", "still down", "after the outage"]
+    await type_turn(comm, sid, "after the outage", expected)
+    assert await said_so_far(sid) == expected
     await comm.disconnect()
+
+
+def is_error(code: str):
+    return lambda m: m["type"] == "error" and m["payload"]["code"] == code
+
+
+async def test_messages_that_need_the_store_get_an_error_and_the_socket_stays(private_redis, fake_runtime):
+    live = WebsocketCommunicator(APP, "/api/v1/browser/conversation")
+    assert (await live.connect())[0]
+    await receive_json(live)
+    await live.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "hello"}}))
+    await until(live, answered)
+
+    private_redis.stop()
+    # a live conversation asked to save overrides: that fails, the conversation does not
+    overrides = {"type": "config", "payload": {"overrides": {"temperature": 0.5}}}
+    await live.send_to(text_data=json.dumps(overrides))
+    error = (await until(live, is_error("store_unavailable")))[-1]
+    assert "unavailable" in error["payload"]["message"]
+    await live.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "still talking"}}))
+    await until(live, answered)
+    # a new caller cannot start while the shared state is out of reach: told so, not cut off
+    new = WebsocketCommunicator(APP, "/api/v1/browser/conversation")
+    assert (await new.connect())[0]
+    await receive_json(new)
+    await new.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "anyone there"}}))
+    await until(new, is_error("store_unavailable"))
+
+    private_redis.start()
+    await new.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "anyone there"}}))
+    await until(new, answered)
+    await new.disconnect()
+    await live.disconnect()
