@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ ACCEPTANCE = Path(__file__).resolve().parents[1] / "acceptance"
 if str(ACCEPTANCE) not in sys.path:  # deployments.py, clients.py: reused, not copied
     sys.path.insert(0, str(ACCEPTANCE))
 
-from deployments import RUN, Deployment, start  # noqa: E402
+from deployments import RUN, Deployment, start, unexpected  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from fault_wires import MCP_SERVER, REALTIME_KEY, Faults  # noqa: E402
 from mcp_peers import PeerServer, build_server  # noqa: E402
@@ -84,3 +85,14 @@ def faults(wires: Faults) -> Iterator[Faults]:
         yield wires
     finally:
         wires.heal()
+
+
+@pytest.fixture
+def clean_log(service: Deployment) -> Iterator[None]:
+    """The test's part of the service log holds no ERROR line and no traceback: a fault the service
+    handles is a WARNING, not an incident (``pytestmark = pytest.mark.usefixtures("clean_log")``)."""
+    start_at = len(service.log_text())
+    yield
+    time.sleep(0.5)  # the last lines of the test's requests
+    found = unexpected(service.log_text()[start_at:], {})
+    assert not found, "the service logged errors:\n" + "\n".join(found[:20])

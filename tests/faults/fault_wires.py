@@ -11,7 +11,7 @@ from openai_peer import OpenAIPeer
 from realtime_peer import RealtimePeer, Say
 
 LLM_TIMEOUT_S = 3.0  # the service's LLM_TIMEOUT here: a slowed chat model goes past it quickly
-MCP_TIMEOUT_S = 2.0  # MCP_SERVER_CRM_TIMEOUT
+MCP_TIMEOUT_S = 3.0  # MCP_SERVER_CRM_TIMEOUT
 MCP_SERVER = "crm"  # its tools are registered as crm_<tool>
 REALTIME_KEY = "faults-realtime-key"
 REALTIME_ANSWER = "Sure, I can help you with that today."

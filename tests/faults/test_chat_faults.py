@@ -11,7 +11,7 @@ from fault_clients import FALLBACK, assert_in_history, open_caller, send, type_t
 from fault_wires import LLM_TIMEOUT_S
 from openai_peer import Text
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.usefixtures("clean_log")]
 
 GREETING = "Hi, thanks for calling. How can I help?"
 ANSWER = "We are open from nine to five on weekdays."

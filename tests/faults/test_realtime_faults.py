@@ -20,7 +20,7 @@ from fault_clients import (
 from fault_wires import REALTIME_ANSWER
 from realtime_peer import Fail, Say
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.usefixtures("clean_log")]
 
 GREETING = "Hi, thanks for calling. How can I help?"
 
