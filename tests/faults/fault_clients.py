@@ -20,6 +20,7 @@ from deployments import Deployment
 
 FALLBACK = "I'm sorry, I'm having trouble answering right now. Could you say that again?"
 TURN_TIMEOUT_S = 45.0  # generous: only against hangs
+FATAL = ("start_failed", "internal", "unknown_scenario", "bad_config")
 HISTORY_TIMEOUT_S = 30.0
 
 
@@ -80,9 +81,16 @@ async def type_turn(caller: BrowserCaller, text: str, answered: bool = True) -> 
     return reply_since(caller, text, start)
 
 
+def fatal(m: dict) -> bool:
+    """An error that means no turn is coming (the conversation did not start, the session broke)."""
+    return is_error(m) and (m.get("payload") or {}).get("code") in FATAL
+
+
 async def wait_turn(caller: BrowserCaller, start: int, answered: bool = True) -> None:
     first: Predicate = is_type("response", final=True) if answered else is_error
-    i = await caller.inbox.wait(first, start, timeout=TURN_TIMEOUT_S)
+    i = await caller.inbox.wait(lambda m: fatal(m) or first(m), start, timeout=TURN_TIMEOUT_S)
+    if fatal(caller.inbox.messages[i]):  # fail now, not at the timeout
+        raise AssertionError(f"the turn cannot end: {caller.inbox.messages[i]['payload']}")
     await caller.inbox.wait(settled, i, timeout=TURN_TIMEOUT_S)
     await heard_out(caller)
 
