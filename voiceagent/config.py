@@ -383,6 +383,14 @@ VARIABLES: tuple[Var, ...] = (
     V("CACHE_DB", "0", _int(0, 15), "Redis database number", group="cache"),
     V("CACHE_SSL", "false", _bool, "Connect to Redis over TLS", group="cache"),
     V(
+        "CACHE_SOCKET_TIMEOUT_S",
+        "2",
+        _float(0.1, 60),
+        "A cache call to a Redis that accepts but does not answer fails after this long instead of "
+        "hanging (the channel layer allows its 5 s blocking reads on top)",
+        group="cache",
+    ),
+    V(
         "SESSION_TTL_SECONDS",
         "7200",
         _int(60, 30 * 86400),

@@ -137,12 +137,24 @@ if CONFIG.CACHE_HOST:
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "voiceagent",
             "TIMEOUT": CONFIG.SESSION_TTL_SECONDS,
+            # a Redis that stops answering (network partition, paused host) must fail a call, not
+            # hang it: cache calls run in Django's single sync thread, one hang stalls every session
+            "OPTIONS": {
+                "socket_timeout": CONFIG.CACHE_SOCKET_TIMEOUT_S,
+                "socket_connect_timeout": CONFIG.CACHE_SOCKET_TIMEOUT_S,
+            },
         }
+    }
+    # channels-redis blocks up to 5 s in its receive (BZPOPMIN): its socket timeout must exceed that
+    _layer_host = {
+        "address": REDIS_URL,
+        "socket_timeout": 5 + CONFIG.CACHE_SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": CONFIG.CACHE_SOCKET_TIMEOUT_S,
     }
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "voiceagent", "capacity": 1000, "expiry": 30},
+            "CONFIG": {"hosts": [_layer_host], "prefix": "voiceagent", "capacity": 1000, "expiry": 30},
         }
     }
 else:

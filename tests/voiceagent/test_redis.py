@@ -172,3 +172,36 @@ def test_unreachable_redis_is_unhealthy_not_a_crash():
     )
     assert proc.stdout.strip() == "unhealthy", proc.stderr
     assert time.monotonic() - began < 20
+
+
+def test_a_redis_that_accepts_but_never_answers_fails_calls_instead_of_hanging():
+    """A partitioned or paused Redis accepts connections and never answers. Cache calls run in
+    Django's single sync thread: without socket timeouts one call hung it, and every session with
+    it, until the host came back. Now the call fails (the outage handling takes over)."""
+    from fault_proxy import FaultProxy
+
+    with FaultProxy(6379) as proxy:
+        proxy.blackhole()
+        proc = run(
+            """
+            import asyncio
+            from django.core.cache import cache
+            from channels.layers import get_channel_layer
+            try:
+                cache.get("voiceagent-test-key")
+                print("cache answered")
+            except Exception as exc:
+                print("cache failed:", type(exc).__name__)
+            async def send():
+                try:
+                    await get_channel_layer().send("test.channel", {"type": "x"})
+                    print("layer answered")
+                except Exception as exc:
+                    print("layer failed:", type(exc).__name__)
+            asyncio.run(send())
+            """,
+            {"CACHE_PORT": str(proxy.port), "CACHE_SOCKET_TIMEOUT_S": "0.5"},
+            timeout=60,
+        )
+    assert "cache failed: TimeoutError" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "layer failed: TimeoutError" in proc.stdout, (proc.stdout, proc.stderr)
