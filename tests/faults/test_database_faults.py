@@ -6,12 +6,21 @@ history, in order."""
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
+import shutil
 import sqlite3
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import psycopg
 import pytest
 from clients import is_type
-from deployments import Deployment
+from deployments import RUN, Deployment, start, unexpected
 from fault_clients import (
     assert_in_history,
     heard_out,
@@ -22,13 +31,17 @@ from fault_clients import (
     type_turn,
     wait_turn,
 )
+from fault_proxy import FaultProxy
+from fault_wires import Faults
 from openai_peer import Text
+from servers import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.usefixtures("clean_log")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 GREETING = "Hi, thanks for calling. How can I help?"
 LOCKED = ("what are your opening hours", "We are open from nine to five on weekdays.")
 LATER = ("and on saturday", "On Saturdays we open from ten to two.")
+DOWN = ("is my card blocked", "Yes, your card is blocked.")
 HOLD_S = 3.0  # the lock is held at least this long after the answer began
 
 
@@ -61,6 +74,7 @@ def database(deployment: Deployment) -> Path:
     return path
 
 
+@pytest.mark.usefixtures("clean_log")
 async def test_a_locked_database_holds_back_no_turn_and_loses_none(service, faults):
     caller = await open_caller(service)
     lock = ExclusiveLock(database(service))
@@ -94,3 +108,121 @@ async def test_a_locked_database_holds_back_no_turn_and_loses_none(service, faul
     finally:
         await lock.close()
         await caller.close()
+
+
+# --- PostgreSQL unreachable ---------------------------------------------------------------------------
+
+
+class Postgres:
+    """A throwaway PostgreSQL server (initdb in a temporary directory, trust auth, no fsync) on a free
+    port; as the ``postgres`` user when the tests run as root, which PostgreSQL refuses."""
+
+    def __init__(self) -> None:
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.dir = Path(tempfile.mkdtemp(prefix="faults-pg-"))
+        if self.as_user:
+            shutil.chown(self.dir, "postgres")
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://voice@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> Postgres:
+        subprocess.run(
+            [*self.as_user, "initdb", "-D", str(self.data), "-U", "voice", "--auth=trust", "--no-sync"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        options = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-k", str(self.dir)]
+        self.proc = subprocess.Popen(
+            [*self.as_user, "postgres", "-D", str(self.data), "-p", str(self.port), *options],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                psycopg.connect(
+                    f"postgresql://voice@127.0.0.1:{self.port}/postgres", connect_timeout=2
+                ).close()
+                return self
+            except psycopg.OperationalError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def on_postgres(wires: Faults, tmp_path_factory) -> Iterator[tuple[Deployment, FaultProxy]]:
+    """``scripts/run`` on PostgreSQL reached through a fault proxy (the database can vanish)."""
+    if not (shutil.which("initdb") and shutil.which("postgres")):
+        pytest.skip("PostgreSQL (initdb, postgres) is not installed")
+    server = Postgres()
+    proxy: FaultProxy | None = None
+    deployment: Deployment | None = None
+    try:
+        server.start()
+        proxy = FaultProxy(server.port).start()
+        env = {
+            "LOG_LEVEL": "INFO",
+            "STT_POOL_SIZE": "1",
+            "TTS_POOL_SIZE": "1",
+            "DATABASE_URL": f"postgres://voice@127.0.0.1:{proxy.port}/postgres",
+            **wires.env(),
+        }
+        root = tmp_path_factory.mktemp("faults-pg-run")
+        deployment = start(RUN, root, env, api_key=f"faults-{secrets.token_hex(16)}")
+        yield deployment, proxy
+    finally:
+        if deployment is not None:
+            deployment.stop()
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
+
+
+async def test_an_unreachable_database_loses_no_turn_once_it_is_back(on_postgres, faults):
+    service, database_proxy = on_postgres
+    start_at = len(service.log_text())
+    faults.chat.push(Text(LOCKED[1]), Text(DOWN[1]), Text(LATER[1]))
+    caller = await open_caller(service)
+    try:
+        await wait_turn(caller, 0)  # the greeting
+        first = await type_turn(caller, LOCKED[0])
+        assert first.answers == [LOCKED[1]] and not first.errors, first
+
+        database_proxy.down()  # gone: open connections reset, new ones refused
+        database_proxy.cut()
+        during = await type_turn(caller, DOWN[0])
+        assert during.answers == [DOWN[1]] and not during.errors, during
+        async with httpx.AsyncClient(timeout=30) as http:  # readers say so, not 500
+            read = await http.get(f"{service.http}/sessions/{caller.session_id}", headers=service.auth)
+        assert read.status_code == 503 and "detail" in read.json(), (read.status_code, read.text)
+
+        database_proxy.reset()
+        later = await type_turn(caller, LATER[0])
+        assert later.answers == [LATER[1]] and not later.errors, later
+        heard = [("assistant", GREETING)]
+        for said, answer in (LOCKED, DOWN, LATER):
+            heard += [("user", said), ("assistant", answer)]
+        turns = await assert_in_history(service, caller.session_id, heard)
+        assert [(t["role"], t["content"]) for t in turns] == heard  # each once, nothing else
+    finally:
+        database_proxy.reset()
+        await caller.close()
+    incidents = unexpected(service.log_text()[start_at:], {})
+    assert not incidents, incidents
