@@ -337,8 +337,10 @@ VARIABLES: tuple[Var, ...] = (
     V(
         "TTS_PROVIDER",
         "auto",
-        _choice("auto", "azure", "offline"),
-        "Speech synthesis: `auto` picks azure when CLOUD_SPEECH_REGION is set, else offline espeak-ng",
+        _choice("auto", "azure", "offline", "piper", "espeak"),
+        "Speech synthesis: `auto` picks azure when CLOUD_SPEECH_REGION is set, else offline: Piper "
+        "with its packaged voice (en_US-joe-medium), espeak-ng when Piper cannot load; `piper` or "
+        "`espeak` picks the offline one",
         group="speech",
     ),
     V("VAD_AGGRESSIVENESS", "2", _int(0, 3), "webrtcvad mode, 0 (lenient) to 3 (strict)", group="speech"),

@@ -37,10 +37,11 @@ class Runtime:
 
     # --- step 2: speech -------------------------------------------------------------------------
     async def start_speech(self) -> str:
-        from voiceagent.speech.factory import build_speech_providers
+        from voiceagent.speech.factory import build_speech_providers, provider_label
 
-        self.stt, self.tts = build_speech_providers(settings.CONFIG)
-        return f"stt {self.stt.name}, tts {self.tts.name} (pools fill during warmup)"
+        # on a thread: building loads the offline models (Piper's voice), ~0.5 s of blocking work
+        self.stt, self.tts = await asyncio.to_thread(build_speech_providers, settings.CONFIG)
+        return f"stt {provider_label(self.stt)}, tts {provider_label(self.tts)} (pools fill during warmup)"
 
     async def stop_stt(self) -> None:
         if self.stt is not None:
@@ -97,14 +98,15 @@ class Runtime:
         return "healthy", f"{self.chat.name}" + ("" if self.chat_warm else " (not warmed yet)")
 
     def speech_check(self) -> tuple[str, str]:
+        from voiceagent.speech.factory import provider_label
         from voiceagent.speech.pools import pool_metrics
 
         if self.stt is None or self.tts is None:
             return "unhealthy", "speech providers not created (startup step 2 failed)"
         pools = pool_metrics()
         detail = ", ".join(
-            f"{kind} {provider.name} ({m['in_use']} in use, {m['warm']} idle, {m['size']} kept warm, "
-            f"up to {m['max_size']})"
+            f"{kind} {provider_label(provider)} ({m['in_use']} in use, {m['warm']} idle, "
+            f"{m['size']} kept warm, up to {m['max_size']})"
             for kind, provider, m in (("stt", self.stt, pools["stt"]), ("tts", self.tts, pools["tts"]))
         )
         return "healthy", detail

@@ -47,7 +47,7 @@ async def test_spoken_request_reaches_the_right_agent():
     await runtime.start_chat()
     assert (runtime.stt.name, runtime.tts.name, runtime.chat.name) == (
         "offline-pocketsphinx",
-        "offline-espeak-ng",
+        "offline-piper",
         "offline-rules",
     )
     results: dict = {}

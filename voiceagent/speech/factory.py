@@ -1,9 +1,14 @@
 """Choose the speech providers from configuration and register their pools for ``GET /pools``.
 
-``STT_PROVIDER`` / ``TTS_PROVIDER`` (``auto`` | ``azure`` | ``offline``, default ``auto``):
-``auto`` picks Azure AI Speech when ``CLOUD_SPEECH_REGION`` and either ``CLOUD_SPEECH_KEY`` or
-``USE_DEFAULT_CREDENTIAL`` are set, else the offline providers (pocketsphinx, espeak-ng).
-Asking for ``azure`` without that configuration is a :class:`ConfigError` (one line at startup).
+``STT_PROVIDER`` / ``TTS_PROVIDER`` (``auto`` | ``azure`` | ``offline`` or an offline engine by
+name, default ``auto``): ``auto`` picks Azure AI Speech when ``CLOUD_SPEECH_REGION`` and either
+``CLOUD_SPEECH_KEY`` or ``USE_DEFAULT_CREDENTIAL`` are set, else the offline providers. Asking for
+``azure`` without that configuration is a :class:`ConfigError` (one line at startup).
+
+Offline synthesis is Piper (``piper``) with espeak-ng (``espeak``) as the fallback: when Piper or
+its voice cannot load, one WARNING says why and espeak-ng speaks instead; the provider's ``label``
+(startup log, ``/readiness``) says which one runs and why. Building loads the Piper voice (once per
+process, ~0.5 s): call this off the event loop.
 """
 
 from __future__ import annotations
@@ -13,23 +18,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from voiceagent.config import ConfigError
-from voiceagent.conversation.providers import STTProvider, TTSProvider
+from voiceagent.conversation.providers import ProviderError, STTProvider, TTSProvider
 from voiceagent.speech.pools import POOLS
 
-__all__ = ["PROVIDER_CHOICES", "build_speech_providers", "choose_speech_backend"]
+__all__ = [
+    "PROVIDER_CHOICES",
+    "build_offline_tts",
+    "build_speech_providers",
+    "choose_speech_backend",
+    "provider_label",
+]
 
 logger = logging.getLogger("voiceagent.speech.factory")
 
 PROVIDER_CHOICES = ("auto", "azure", "offline")
+OFFLINE_ENGINES = {"TTS_PROVIDER": ("piper", "espeak"), "STT_PROVIDER": ("pocketsphinx",)}
 
 
 def choose_speech_backend(config: Mapping[str, Any], variable: str) -> str:
-    """``"azure"`` or ``"offline"`` for ``STT_PROVIDER`` or ``TTS_PROVIDER``."""
+    """``"azure"``, ``"offline"`` or an offline engine's name for ``STT_PROVIDER``/``TTS_PROVIDER``."""
     from voiceagent.speech.azure_speech import AzureSpeechAuth
 
     choice = str(config.get(variable) or "auto").strip().lower()
-    if choice not in PROVIDER_CHOICES:
-        raise ConfigError(f"{variable}={choice!r} is invalid: accepts one of {', '.join(PROVIDER_CHOICES)}")
+    choices = (*PROVIDER_CHOICES, *OFFLINE_ENGINES.get(variable, ()))
+    if choice not in choices:
+        raise ConfigError(f"{variable}={choice!r} is invalid: accepts one of {', '.join(choices)}")
     configured = AzureSpeechAuth.is_configured(config)
     if choice == "azure" and not configured:
         raise ConfigError(
@@ -71,11 +84,33 @@ def build_speech_providers(config: Mapping[str, Any]) -> tuple[STTProvider, TTSP
 
         tts = AzureTTS.from_config(config, token_provider=token_provider)
     else:
-        from voiceagent.speech.offline_tts import EspeakTTS
-
-        tts = EspeakTTS.from_config(config)
+        tts = build_offline_tts(config, tts_kind)
 
     POOLS["stt"] = stt.pool
     POOLS["tts"] = tts.pool
-    logger.info("speech providers: stt=%s tts=%s", stt.name, tts.name)
+    logger.info("speech providers: stt=%s tts=%s", provider_label(stt), provider_label(tts))
     return stt, tts
+
+
+def provider_label(provider: Any) -> str:
+    """A provider's name with what it runs (voice, model, fallback reason) when it says."""
+    return str(getattr(provider, "label", None) or provider.name)
+
+
+def build_offline_tts(config: Mapping[str, Any], kind: str = "offline") -> TTSProvider:
+    """Piper with its packaged voice (loaded here), or espeak-ng when asked or when Piper fails."""
+    from voiceagent.speech.offline_tts import EspeakTTS
+
+    if kind == "espeak":
+        return EspeakTTS.from_config(config)
+    from voiceagent.speech.piper_tts import PiperTTS
+
+    piper = PiperTTS.from_config(config)
+    try:
+        piper.load(str(config.get("TTS_VOICE") or ""))
+    except ProviderError as exc:
+        logger.warning("Piper TTS unavailable, speaking with espeak-ng instead: %s", exc)
+        espeak = EspeakTTS.from_config(config)
+        espeak.label = f"{espeak.name} (fallback: {exc})"  # type: ignore[attr-defined]
+        return espeak
+    return piper

@@ -9,7 +9,7 @@ from voiceagent.speech import pools
 from voiceagent.speech.azure_speech import AzureSTT, AzureTTS
 from voiceagent.speech.factory import build_speech_providers, choose_speech_backend
 from voiceagent.speech.offline_stt import PocketsphinxSTT
-from voiceagent.speech.offline_tts import EspeakTTS
+from voiceagent.speech.piper_tts import PiperTTS
 
 KEY = "fake-key-0123456789abcdef"
 AZURE = {"CLOUD_SPEECH_REGION": "westeurope", "CLOUD_SPEECH_KEY": KEY}
@@ -31,12 +31,12 @@ async def _close(*providers):
 
 async def test_offline_by_default_and_pools_registered():
     stt, tts = build_speech_providers(load_config({"STT_POOL_SIZE": "3", "TTS_POOL_SIZE": "5"}))
-    assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, EspeakTTS)
-    assert (stt.name, tts.name) == ("offline-pocketsphinx", "offline-espeak-ng")
+    assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, PiperTTS)
+    assert (stt.name, tts.name) == ("offline-pocketsphinx", "offline-piper")
     assert pools.POOLS["stt"] is stt.pool and pools.POOLS["tts"] is tts.pool
     metrics = pools.pool_metrics()
     assert metrics["stt"]["provider"] == "offline-pocketsphinx" and metrics["stt"]["size"] == 3
-    assert metrics["tts"]["provider"] == "offline-espeak-ng" and metrics["tts"]["size"] == 5
+    assert metrics["tts"]["provider"] == "offline-piper" and metrics["tts"]["size"] == 5
     assert tts.sample_rate == 24000 and stt.sample_rate == 16000
     # the warm size is not a ceiling: both grow up to BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS
     assert metrics["stt"]["max_size"] == metrics["tts"]["max_size"] == 400
@@ -83,7 +83,7 @@ async def test_azure_with_managed_identity_shares_one_token_cache():
 
 async def test_region_alone_is_not_enough():
     stt, tts = build_speech_providers(load_config({"CLOUD_SPEECH_REGION": "westeurope"}))
-    assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, EspeakTTS)
+    assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, PiperTTS)
     await _close(stt, tts)
 
 
@@ -92,7 +92,7 @@ async def test_explicit_overrides_mix_providers():
     assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, AzureTTS)
     await _close(stt, tts)
     stt, tts = build_speech_providers({**AZURE, "TTS_PROVIDER": "offline"})
-    assert isinstance(stt, AzureSTT) and isinstance(tts, EspeakTTS)
+    assert isinstance(stt, AzureSTT) and isinstance(tts, PiperTTS)
     await _close(stt, tts)
 
 

