@@ -49,6 +49,7 @@ from calls.playback import PacedPlayback
 from calls.relay import publish
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
+from voiceagent.errors import UNAVAILABLE, store_name
 from voiceagent.speech.audio import MulawStreamEncoder, ulaw_decode
 
 logger = logging.getLogger(__name__)
@@ -216,7 +217,10 @@ class AudioHookConsumer(LeanWebSocket):
         self.channel_index = media["channels"].index("external")
         variables = _input_variables(params.get("inputVariables"))
         try:
-            scenario = await self._prepare_session(variables, params)
+            try:
+                scenario = await self._prepare_session(variables, params)
+            except UNAVAILABLE as exc:  # the session store is down: a clear refusal, not a traceback
+                raise _StartFailed(f"the {store_name(exc)} is unavailable; try again later") from None
             await self._start_conversation(scenario)
         except _StartFailed as exc:
             logger.warning("AudioHook %s could not start: %s", self.session_id, exc)

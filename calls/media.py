@@ -51,6 +51,7 @@ from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
 from voiceagent.conversation.events import Event
+from voiceagent.errors import UNAVAILABLE, store_name
 from voiceagent.logging import session_id_var
 from voiceagent.speech.audio import StreamResampler
 
@@ -242,6 +243,11 @@ class MediaStreamConsumer(LeanWebSocket):
         await self.accept()
         try:
             session_id, scenario, engine_mode = await self._admit()
+        except UNAVAILABLE as exc:  # the call map or a new session needs the store: try again later
+            exc = _Refused(1013, f"the {store_name(exc)} is unavailable; try again later")
+            logger.warning("media stream refused (%d): %s", exc.code, exc.reason)
+            await self._finish(exc.code, exc.reason, hang=False)
+            return
         except _Refused as exc:
             logger.warning("media stream refused (%d): %s", exc.code, exc.reason)
             await self._finish(exc.code, exc.reason, hang=False)
