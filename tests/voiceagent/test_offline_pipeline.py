@@ -46,7 +46,7 @@ async def test_spoken_request_reaches_the_right_agent():
     await runtime.start_speech()
     await runtime.start_chat()
     assert (runtime.stt.name, runtime.tts.name, runtime.chat.name) == (
-        "offline-pocketsphinx",
+        "offline-whisper",
         "offline-piper",
         "offline-rules",
     )

