@@ -7,15 +7,24 @@ read timeout (30 s by default) for an answer that can never come, and is reporte
 :class:`BreakWatch` wraps the HTTP client's transport and calls ``on_break`` when any response
 stream fails with a transport error, so the connection is marked lost at once and the manager's
 reconnect-and-retry-once applies, as for every other lost session.
+
+:class:`LateReplyFilter` covers the other side of closing a session with a response in flight (a
+ping timed out on a slow link, a broken stream): the answer that arrives meanwhile finds the
+session's stream closed, and the SDK logs that as an ERROR with a traceback. It is expected, so
+it is dropped (installed on the SDK's logger by :func:`install_log_filter`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 
+import anyio
 import httpx
 
-__all__ = ["BreakWatch"]
+__all__ = ["BreakWatch", "LateReplyFilter", "install_log_filter"]
+
+SDK_LOGGER = "mcp.client.streamable_http"
 
 
 class BreakWatch(httpx.AsyncBaseTransport):
@@ -49,3 +58,19 @@ class _WatchedStream(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class LateReplyFilter(logging.Filter):
+    """Drops the SDK's "Error parsing SSE message" when the error is the closed stream of a session
+    we closed (``anyio.ClosedResourceError``); a real parse error is still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
+
+
+def install_log_filter() -> None:
+    """Once per process (idempotent)."""
+    sdk = logging.getLogger(SDK_LOGGER)
+    if not any(isinstance(f, LateReplyFilter) for f in sdk.filters):
+        sdk.addFilter(LateReplyFilter())

@@ -94,7 +94,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 
-from mcp_app.breakwatch import BreakWatch
+from mcp_app.breakwatch import BreakWatch, install_log_filter
 from mcp_app.oauth import BearerAuth, OAuthConfig, OAuthError, OAuthTokens, TokenSource
 from mcp_app.security import public_url
 from mcp_app.tools import MCP_SOURCE, assign_names, parameters_schema, result_value, tool_record
@@ -102,6 +102,7 @@ from voiceagent.conversation.tools import REGISTRY, ToolError, ToolRegistry, Too
 from voiceagent.logging import redact, register_secrets
 
 logger = logging.getLogger("mcp_app.manager")
+install_log_filter()  # a late reply for a closed session is no error (mcp_app.breakwatch)
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = 30.0
