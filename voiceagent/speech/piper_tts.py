@@ -13,6 +13,10 @@ Audio is resampled from the voice's rate (22.05 kHz) to :attr:`PiperTTS.sample_r
 thread and yielded in ~100 ms chunks. A consumer that stops early (barge-in) sets a flag the
 thread checks between sentences.
 
+A burst of callers asking for the same line (200 calls greeted at once) shares one synthesis, and
+recent lines are replayed (:class:`~voiceagent.speech.synthesis_cache.SynthesisCache`): 200 Piper
+syntheses of one greeting on 200 threads had starved the event loop of the GIL for seconds.
+
 Bounds: each running synthesis holds a slot of a :class:`~voiceagent.speech.pools.ClientPool`
 (``TTS_POOL_SIZE`` kept, grown on demand up to the process's session limit, like the other
 pools), and the executor has one thread per slot at most, made lazily: a leased slot always gets
@@ -46,6 +50,7 @@ from voiceagent.conversation.providers import ProviderError
 from voiceagent.conversation.specs import VoiceSpec
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+from voiceagent.speech.synthesis_cache import SynthesisCache
 
 __all__ = ["DEFAULT_VOICE_PACKAGE", "PiperTTS", "VoiceFiles", "find_voice", "length_scale"]
 
@@ -188,6 +193,7 @@ class PiperTTS:
         self._default_voice = default_voice or VoiceSpec()
         self._slots = 0
         self._releasing: set[asyncio.Task] = set()
+        self.lines = SynthesisCache()
         self.pool: ClientPool[int] = ClientPool(
             "tts",
             self._new_slot,
@@ -295,11 +301,19 @@ class PiperTTS:
             put(None)
 
     async def synthesize(self, text: str, voice: VoiceSpec) -> AsyncIterator[bytes]:
-        """Yield PCM16 mono chunks of ~100 ms at ``sample_rate`` as Piper produces each sentence."""
+        """Yield PCM16 mono chunks of ~100 ms at ``sample_rate`` as Piper produces each sentence
+        (a line synthesised recently, or being synthesised for another caller, is shared)."""
         clean = _CONTROL.sub(" ", text or "").strip()[:MAX_TEXT_CHARS]
         if not clean:
             return
         spec = self._resolve(voice)
+        key = (spec.name, length_scale(spec.rate), self.sample_rate, clean)
+        shared = self.lines.stream(key, clean, lambda: self._synthesize(clean, spec))
+        async with contextlib.aclosing(shared) as chunks:  # a barge-in stops the synthesis at once
+            async for chunk in chunks:
+                yield chunk
+
+    async def _synthesize(self, clean: str, spec: VoiceSpec) -> AsyncIterator[bytes]:
         try:
             slot = await self.pool.acquire()
         except PoolTimeout as exc:
