@@ -228,7 +228,7 @@ async def _write_batch_off_loop(batch: list[tuple]) -> None:
 
 
 async def _write_state_off_loop(session_id: str, data: dict[str, Any]) -> None:
-    await db_call(write_state, session_id, data)
+    await cache_call(write_state, session_id, data)
 
 
 def write_state(session_id: str, data: dict[str, Any]) -> None:
@@ -300,7 +300,7 @@ class DjangoSessionStore:
         kept = state_writer().latest(session_id)  # this process's newest, not yet in the cache
         if kept is not None:
             return SessionState.from_dict(kept)
-        return await db_call(load_state, session_id)
+        return await cache_call(load_state, session_id)
 
     async def save(self, state: SessionState) -> None:
         state.last_activity_at = time.time()
@@ -348,6 +348,13 @@ async def db_call(fn, *args):
     if connection.vendor == "sqlite":
         return await sync_to_async(fn, thread_sensitive=True)(*args)
     return await asyncio.to_thread(in_db_thread, fn, *args)
+
+
+async def cache_call(fn, *args):
+    """Run blocking cache-only work (no ORM) in a worker thread. Not through :func:`db_call`: with
+    SQLite that is Django's single sync thread, where a session-state save queued behind history
+    writes and waited out a locked database (up to its busy timeout) before ``listening``."""
+    return await asyncio.to_thread(fn, *args)
 
 
 def in_db_thread(fn, *args):
