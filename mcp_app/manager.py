@@ -177,7 +177,20 @@ class ServerError(Exception):
 
 
 class _Lost(Exception):
-    """The session under a request went away (retry once on a fresh one)."""
+    """The session under a request went away (retry once on a fresh one). ``maybe_ran``: it went
+    away after the request left, so the server may have run it - a tool call is then repeated only
+    when the tool says it is safe to (read-only or idempotent)."""
+
+    def __init__(self, message: str, *, maybe_ran: bool = False):
+        super().__init__(message)
+        self.maybe_ran = maybe_ran
+
+
+def _safe_to_repeat(conn: Any, tool: str) -> bool:
+    """Whether the server marks ``tool`` read-only or idempotent (MCP tool annotations)."""
+    spec = next((t for t in conn.tools if t.name == tool), None)
+    notes = spec.annotations if spec is not None else None
+    return bool(notes is not None and (notes.readOnlyHint or notes.idempotentHint))
 
 
 def _leaves(exc: BaseException):
@@ -434,17 +447,16 @@ class _Connection:
         if not task.done():
             task.cancel()
             reason = lost.result()
-            if isinstance(reason, _Lost):
-                raise reason
-            raise _Lost(classify(reason, self.config).message)
+            message = str(reason) if isinstance(reason, _Lost) else classify(reason, self.config).message
+            raise _Lost(message, maybe_ran=True)
         try:
             return task.result()
         except McpError as exc:
-            if _is_lost_mcp_error(exc):
+            if _is_lost_mcp_error(exc):  # the server answered that it does not know the session
                 raise _Lost(exc.error.message) from exc
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            raise _Lost(type(exc).__name__) from exc
+            raise _Lost(type(exc).__name__, maybe_ran=True) from exc
 
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Ask the owner to exit its contexts; cancel it if it does not within ``timeout``."""
@@ -1002,11 +1014,20 @@ class McpManager:
                 if self._states.get(server) is not state:
                     raise ServerError(f"MCP server {server!r} was removed", "unknown") from None
                 await self._drop(state, conn)
-                if attempt == 1:
+                if attempt == 1 and not (exc.maybe_ran and not _safe_to_repeat(conn, tool)):
                     logger.info(
                         "MCP server %s: session lost (%s); reconnecting and retrying once", server, exc
                     )
                     continue
+                if attempt == 1:  # it may have run: repeating a payment or a booking is worse than failing
+                    logger.warning(
+                        "MCP server %s: connection lost during %s (%s); not repeated", server, tool, exc
+                    )
+                    raise ServerError(
+                        f"MCP server {server!r} lost the connection during {tool!r}, which may have run: "
+                        "not repeated, as the tool is not marked read-only or idempotent",
+                        "lost",
+                    ) from None
                 error = ServerError(f"MCP server {server!r} lost the session again: {exc}", "lost")
                 self._set_status(state, "unhealthy", error.message)
                 raise error from None

@@ -192,7 +192,7 @@ def build_server(
         record.append(("whoami",))
         return {"authorization": headers.get("authorization"), "x_custom": headers.get("x-custom")}
 
-    @mcp.tool(description="Sleep, then answer.")
+    @mcp.tool(description="Sleep, then answer.", annotations=types.ToolAnnotations(readOnlyHint=True))
     async def slow(seconds: float) -> str:
         record.append(("slow", seconds))
         await asyncio.sleep(seconds)
