@@ -29,7 +29,7 @@ from django.conf import settings
 from agents_app.sessions import db_call
 from calls.asgi_ws import LeanWebSocket
 from calls.ratelimit import MessageRateLimiter
-from calls.relay import AudioRelayFlag, end_if_live, publish
+from calls.relay import AudioRelayFlag, RelayQueue
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import ENDED_BY_AGENT
@@ -127,6 +127,7 @@ class BrowserConversationConsumer(LeanWebSocket):
 
     async def connect(self) -> None:
         config = settings.CONFIG
+        self.relay = RelayQueue(self.channel_layer)  # to the dashboards, off this socket's path
         self.session_id = ""
         self.registered = False
         self.conversation = None
@@ -185,7 +186,8 @@ class BrowserConversationConsumer(LeanWebSocket):
                 task.cancel()
         await self._stop_conversation(reason="disconnected")
         self._release()
-        await end_if_live(self.channel_layer, self.session_id, f"disconnected ({code})")
+        self.relay.end_if_live(self.session_id, f"disconnected ({code})")
+        await self.relay.close()
 
     def _release(self) -> None:
         if self.registered:
@@ -579,10 +581,10 @@ class BrowserConversationConsumer(LeanWebSocket):
         await self.send(text_data=json.dumps(message, default=str))
         if type_ == "audio":
             if self.channel_layer is not None and await self.audio_flag.wanted():
-                await publish(self.channel_layer, message, dashboards=False)
+                self.relay.put(message, dashboards=False)
             return
         # meters are for whoever follows this session; everything else goes to every dashboard too
-        await publish(self.channel_layer, message, dashboards=type_ != "audio_levels")
+        self.relay.put(message, dashboards=type_ != "audio_levels")
 
     async def _close(self, code: int, reason: str) -> None:
         if self.closing:

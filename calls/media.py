@@ -46,7 +46,7 @@ from calls.asgi_ws import LeanWebSocket
 from calls.browser import envelope, event_payload
 from calls.playback import PacedPlayback
 from calls.ratelimit import MessageRateLimiter
-from calls.relay import publish
+from calls.relay import RelayQueue
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
@@ -221,6 +221,7 @@ class MediaStreamConsumer(LeanWebSocket):
             config.TELEPHONY_MAX_MESSAGES_PER_SECOND, config.WEBSOCKET_RATE_BURST_S
         )
         self._warned: set[str] = set()
+        self.relay = RelayQueue(self.channel_layer)  # to the dashboards, off this stream's path
         self._tasks: list[asyncio.Task] = []
         self._pump_task: asyncio.Task | None = None
         # agent audio -> wire: 20 ms AudioData messages at real time, a few frames ahead
@@ -343,6 +344,7 @@ class MediaStreamConsumer(LeanWebSocket):
             if task is not current:
                 task.cancel()
         await self._ended("media stream closed")
+        await self.relay.close()
         logger.info(
             "media stream %s ended: %d frames in, %d inbound dropped%s, %d outbound dropped",
             self.session_id or "-",
@@ -522,7 +524,7 @@ class MediaStreamConsumer(LeanWebSocket):
                     self._flush_audio()  # the response is complete: its last partial frame goes too
                 mapped = event_payload(event)
                 if mapped is not None:
-                    await publish(self.channel_layer, envelope(self.session_id, *mapped))
+                    self.relay.put(envelope(self.session_id, *mapped))
                 if self.events_wanted and (wire := media_payload(event)) is not None:
                     await self._send_json(envelope(self.session_id, *wire))
         except asyncio.CancelledError:
@@ -588,6 +590,6 @@ class MediaStreamConsumer(LeanWebSocket):
 
     async def _session_event(self, name: str, payload: dict[str, Any]) -> None:
         message = envelope(self.session_id, "event", {"name": name, **payload})
-        await publish(self.channel_layer, message)
+        self.relay.put(message)
         if self.events_wanted:
             await self._send_json(message)

@@ -3,7 +3,8 @@
 Groups: ``dashboard`` (every session) and ``session.<id>`` (one session). Audio chunks are heavy
 (50 per second per conversation), so they go only to the per-session group and only while a
 dashboard follows that session with ``audio=1``: the follower marks the session in the shared
-cache (TTL refreshed while it is connected) and the sender checks the mark at most once a second.
+cache (TTL refreshed while it is connected) and the sender checks the mark at most once a second,
+in the background once it has a first answer (an audio send never waits for the cache).
 
 Every message bound for all dashboards also passes :data:`calls.live.live_sessions`, the registry
 of live sessions that a dashboard is sent when it connects.
@@ -15,6 +16,8 @@ once when it starts and once when it ends (:class:`voiceagent.outage.OutageLog`)
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import hashlib
 import logging
 import re
@@ -53,25 +56,39 @@ def relay_event(message: dict[str, Any]) -> dict[str, Any]:
 
 class AudioRelayFlag:
     """Whether some dashboard wants this session's audio (checked at most once a second; while the
-    cache cannot answer, the last value read)."""
+    cache cannot answer, the last value read).
+
+    Only the first check waits for the cache; later ones answer with the value in hand and refresh
+    it in the background. Why: the cache's async API runs on Django's single sync thread, which the
+    database shares (SQLite): an audio send whose check fell due waited behind that thread's queue
+    (history writes, sessions being created), typically the first audio of an answer.
+    """
 
     def __init__(self, session_id: str):
         self.key = AUDIO_FLAG.format(session_id)
         self._checked = 0.0
-        self._value = False
+        self._value: bool | None = None
+        self._refresh: asyncio.Task | None = None
 
     async def wanted(self) -> bool:
         now = time.monotonic()
-        if now - self._checked >= 1.0:
+        if now - self._checked >= 1.0 and (self._refresh is None or self._refresh.done()):
             self._checked = now
-            try:
-                value = bool(await cache.aget(self.key))
-            except Exception as exc:  # a cache outage must not end the socket that sends audio
-                flag_outage.failed(exc)
-                return self._value
-            flag_outage.ok()
-            self._value = value
-        return self._value
+            if self._value is None:
+                await self._read()
+                self._value = bool(self._value)  # even unanswered: later checks go to the background
+            else:
+                self._refresh = asyncio.get_running_loop().create_task(self._read())
+        return bool(self._value)
+
+    async def _read(self) -> None:
+        try:
+            value = bool(await cache.aget(self.key))
+        except Exception as exc:  # a cache outage must not end the socket that sends audio
+            flag_outage.failed(exc)
+            return
+        flag_outage.ok()
+        self._value = value
 
 
 async def mark_audio_wanted(session_id: str) -> None:
@@ -104,14 +121,92 @@ async def publish(channel_layer, message: dict[str, Any], *, dashboards: bool = 
         relay_outage.ok()
 
 
+def _ended_message(session_id: str, reason: str) -> dict[str, Any] | None:
+    """``session_ended`` for a session this process still lists as live, else None."""
+    if not (session_id and live_sessions.is_live(session_id)):
+        return None
+    return {
+        "type": "event",
+        "payload": {"name": "session_ended", "reason": reason, "session_id": session_id},
+        "session_id": session_id,
+        "ts": round(time.time(), 3),
+    }
+
+
 async def end_if_live(channel_layer, session_id: str, reason: str) -> None:
     """Tell the dashboards that a session this process still lists as live has ended (a socket
     that went away without its own ``session_ended``)."""
-    if session_id and live_sessions.is_live(session_id):
-        message = {
-            "type": "event",
-            "payload": {"name": "session_ended", "reason": reason, "session_id": session_id},
-            "session_id": session_id,
-            "ts": round(time.time(), 3),
-        }
+    if (message := _ended_message(session_id, reason)) is not None:
         await publish(channel_layer, message)
+
+
+class RelayQueue:
+    """One socket's messages to the dashboards, published in order by a task of their own.
+
+    Why: a publish is two or three Redis round trips per group (channels-redis ``group_send``),
+    12 ms on average and up to half a second in a soak of 100 conversations on one worker; a socket
+    that awaited each publish before sending its next message made the first audio of every answer
+    wait behind the publishes of the text before it (end of turn -> first audio p99 0.7-2 s of
+    server time, bench/bench_soak.py). The socket's own client never waits for the relay now.
+    Bounded: ``max_messages`` behind (a hung channel layer), the oldest is dropped, counted in
+    :attr:`dropped` and logged once per socket. :meth:`close` gives what is queued ``timeout``
+    seconds to go out.
+    """
+
+    def __init__(self, channel_layer, max_messages: int = 1000) -> None:
+        self.channel_layer = channel_layer
+        self.max_messages = max_messages
+        self.dropped = 0
+        self._items: collections.deque[tuple[dict[str, Any], bool]] = collections.deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._closing = False
+
+    def put(self, message: dict[str, Any], *, dashboards: bool = True) -> None:
+        """Queue ``message`` for :func:`publish` (never waits)."""
+        if self.channel_layer is None or self._closing:
+            return
+        if len(self._items) >= self.max_messages:
+            self._items.popleft()
+            self.dropped += 1
+            if self.dropped == 1:
+                logger.warning(
+                    "dashboard relay of session %s is %d messages behind: the oldest are dropped",
+                    message.get("session_id") or "-",
+                    self.max_messages,
+                )
+        self._items.append((message, dashboards))
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="dashboard-relay")
+        self._wake.set()
+
+    def end_if_live(self, session_id: str, reason: str) -> None:
+        """Queue ``session_ended`` for a session still listed as live (see :func:`end_if_live`)."""
+        if (message := _ended_message(session_id, reason)) is not None:
+            self.put(message)
+
+    async def close(self, timeout: float = 2.0) -> None:
+        """No more messages; what is queued gets ``timeout`` seconds, then is dropped."""
+        self._closing = True
+        task = self._task
+        if task is None or task.done():
+            return
+        self._wake.set()
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(task)
+        except TimeoutError:
+            self.dropped += len(self._items)
+            self._items.clear()
+            task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            if self._items:
+                message, dashboards = self._items.popleft()
+                await publish(self.channel_layer, message, dashboards=dashboards)
+                continue
+            if self._closing:
+                return
+            self._wake.clear()
+            await self._wake.wait()
