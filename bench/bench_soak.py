@@ -2,12 +2,13 @@
 
 Issue 12 point 4: nothing dropped that followed the limits, memory flat. The service runs as
 bench_capacity's cloud mode runs it (uvicorn, one process, no per-message deflate), on Redis
-(``CACHE_HOST=127.0.0.1``, database ``--redis-db``, 12 by default, flushed before and after: only
-that database) and on the cloud-like providers of the capacity benchmark, so that the service, not
-the offline models, is under test: the chat model through the real ``openai`` client against
-bench/chat_peer.py (first token 300-600 ms, then a word every 20-50 ms), delayed STT/TTS on the
-configured pools (bench/plugins/delayed_providers.py through bench/plugins/soak_watch.py, which
-writes their records out every 10 s instead of keeping them in the server).
+(``CACHE_HOST=127.0.0.1``, database ``--redis-db``: 13 by default, flushed before and after, that
+database only; 0, 2, 5, 11 and 12 belong to the tests) and on the cloud-like providers of the
+capacity benchmark, so that the service, not the offline models, is under test: the chat model
+through the real ``openai`` client against bench/chat_peer.py (first token 300-600 ms, then a word
+every 20-50 ms), delayed STT/TTS on the configured pools (bench/plugins/delayed_providers.py
+through bench/plugins/soak_watch.py, which writes their records out every 10 s instead of keeping
+them in the server).
 
 ``--conversations`` callers (bench/soak_callers.py over bench/capacity_caller.py) each hold a
 conversation at a time: 20 ms frames of 16 kHz PCM16 in real time, a turn after a 0.5-3 s pause,
@@ -45,6 +46,7 @@ from bench_capacity import STAGES, log_problems, ms, pools, server  # noqa: E402
 from capacity_caller import FRAME_MS, RATE, Plan  # noqa: E402
 from harness import voice_frame  # noqa: E402
 
+REDIS_DB = 13  # 0 test_redis, 2 multiprocess relay, 5 telephony servers, 11 acceptance, 12 faults
 RSS_EVERY_S = 10.0
 SLOPE_TARGET_MB_PER_MIN = 0.5
 PLUGINS = f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}"
@@ -268,7 +270,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--turns-per-conversation", type=int, default=8, help="then the caller calls again")
-    parser.add_argument("--redis-db", type=int, default=12, help="flushed before and after: this one only")
+    parser.add_argument(
+        "--redis-db",
+        type=int,
+        default=REDIS_DB,
+        help="flushed before and after: this one only (not 0, 2, 5, 11, 12: the tests')",
+    )
     parser.add_argument("--first-token-ms", default="300-600", help="the chat peer's first token")
     parser.add_argument("--client-processes", type=int, default=2)
     args = parser.parse_args()
