@@ -46,7 +46,7 @@ from bridge.protocol import (
 from calls.asgi_ws import LeanWebSocket
 from calls.browser import envelope, event_payload
 from calls.playback import PacedPlayback
-from calls.relay import publish
+from calls.relay import RelayQueue
 from voiceagent.connections import tracker
 from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
 from voiceagent.errors import UNAVAILABLE, store_name
@@ -90,6 +90,7 @@ class AudioHookConsumer(LeanWebSocket):
         self.frames_in = 0
         self.frames_ignored = 0
         self._tasks: list[asyncio.Task] = []
+        self.relay = RelayQueue(self.channel_layer)  # to the dashboards, off this socket's path
         # agent audio -> wire
         self._encoders: dict[int, MulawStreamEncoder] = {}
         # paced 250 ms chunks, one of lead; a response's last chunk goes out short (mu-law needs no padding)
@@ -143,12 +144,12 @@ class AudioHookConsumer(LeanWebSocket):
             self.counted = False
             tracker.closed(TRANSPORT)
         if self.session_id and not self.probe and self.opened:
-            await publish(
-                self.channel_layer,
+            self.relay.put(
                 envelope(
                     self.session_id, "event", {"name": "session_ended", "reason": "contact center closed"}
-                ),
+                )
             )
+        await self.relay.close()
         logger.info(
             "AudioHook session %s ended: %d audio frames in, %d ignored, %d outbound chunks dropped",
             self.session_id or "-",
@@ -228,13 +229,12 @@ class AudioHookConsumer(LeanWebSocket):
             return
         await self._message("opened", {"media": [media]})
         self.opened = True
-        await publish(
-            self.channel_layer,
+        self.relay.put(
             envelope(
                 self.session_id,
                 "event",
                 {"name": "session_started", "session_id": self.session_id, "transport": TRANSPORT},
-            ),
+            )
         )
         loop = asyncio.get_running_loop()
         self._tasks += [loop.create_task(self._pump()), loop.create_task(self._playback.run())]
@@ -354,7 +354,7 @@ class AudioHookConsumer(LeanWebSocket):
                     self._flush_audio()  # the response is complete: its last partial chunk goes too
                 mapped = event_payload(event)
                 if mapped is not None:
-                    await publish(self.channel_layer, envelope(self.session_id, *mapped))
+                    self.relay.put(envelope(self.session_id, *mapped))
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 from pathlib import Path
 
@@ -53,3 +55,32 @@ def fake_runtime(db, settings):
     yield runtime
     runtime.stt, runtime.tts, runtime.chat, runtime.vad_factory = saved
     cache.clear()
+
+
+@pytest.fixture
+async def hung_redis():
+    """A TCP peer that takes Redis connections and commands and never answers one."""
+    peers: list[asyncio.StreamWriter] = []
+
+    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peers.append(writer)
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(65536):
+                pass
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    yield server.sockets[0].getsockname()[1]
+    for writer in peers:
+        writer.close()
+    server.close()
+    await server.wait_closed()
+
+
+@pytest.fixture
+def hung_channel_layer(hung_redis, settings):
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{hung_redis}/0"]},
+        }
+    }

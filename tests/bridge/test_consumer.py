@@ -403,3 +403,17 @@ def test_health(client):
     response = client.get("/api/v1/contactcenter/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "service": "contactcenter-audiohook"}
+
+
+async def test_a_call_goes_on_while_the_dashboard_relay_hangs(hung_channel_layer, bridge, peer):
+    """The bridge hands its dashboard messages to a queue (calls.relay.RelayQueue) like the browser
+    and phone sockets: before, it awaited each publish, and a channel layer that never answers
+    (a hung Redis) held the call's session start, greeting and answers."""
+    peer.user_says("block my card")
+    peer.push(Say("Your card is blocked.", chunks=2, audio_ms=600))
+    comm, client = await asyncio.wait_for(started(), 10)
+    assert len(client.audio) >= GREETING_BYTES - 100
+    await speak(client)
+    await client.collect_audio(1.5)
+    assert len(client.audio) - GREETING_BYTES >= 4700  # the answer's 600 ms
+    await asyncio.wait_for(closed(comm, client), 10)

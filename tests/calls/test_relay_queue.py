@@ -12,7 +12,6 @@ that accepts connections and never answers, and the conversations go on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 
 import pytest
@@ -26,35 +25,6 @@ from voiceagent.routing import websocket_urlpatterns
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
 HANG_GUARD_S = 10.0  # only against a hang: the old code waited here for ever
-
-
-@pytest.fixture
-async def hung_redis():
-    """A TCP peer that takes Redis connections and commands and never answers one."""
-    peers: list[asyncio.StreamWriter] = []
-
-    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peers.append(writer)
-        with contextlib.suppress(ConnectionError):
-            while await reader.read(65536):
-                pass
-
-    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
-    yield server.sockets[0].getsockname()[1]
-    for writer in peers:
-        writer.close()
-    server.close()
-    await server.wait_closed()
-
-
-@pytest.fixture
-def hung_channel_layer(hung_redis, settings):
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [f"redis://127.0.0.1:{hung_redis}/0"]},
-        }
-    }
 
 
 async def until(comm, predicate) -> list[dict]:
