@@ -1,8 +1,9 @@
 """Capacity with the providers in the path: conversations through the real server, browser socket,
 provider clients and speech pools (not the instant stubs of the other benchmarks).
 
-``--mode embedded``: the embedded defaults (pocketsphinx STT in decoder processes, espeak-ng TTS,
-the offline rules dialog) behind the real pools, in ONE server process (uvicorn or daphne, as
+``--mode embedded``: the embedded defaults (Whisper tiny.en STT in one recogniser process, Piper
+TTS on threads, the offline rules dialog; ``STT_PROVIDER=pocketsphinx TTS_PROVIDER=espeak`` in the
+environment measures the former ones) behind the real pools, in ONE server process (uvicorn or daphne, as
 tests/support/servers.py starts it; uvicorn without per-message deflate, as the README's production
 command runs it, unless ``--deflate``) with default settings. Callers speak espeak-ng sentences in
 several voices and rates in real time (bench/capacity_caller.py). The number of concurrent
@@ -13,8 +14,8 @@ turn -> first answer audio p95 <= 1500 ms; and over all turns: every turn got bo
 ("busy" error or close 1013), no other error message, no server WARNING/ERROR. The figure is
 the largest step that holds, on this machine, with the load generator on it too. CPU per
 component (cores: CPU seconds / wall seconds, from /proc, see bench/proc_cpu.py): the server's
-event-loop thread, its other threads, the pocketsphinx decoder processes, the espeak-ng
-processes (reaped children), the callers.
+event-loop thread, its other threads (Piper's syntheses), the Whisper recogniser or the
+pocketsphinx decoder processes, the espeak-ng processes (reaped children), the callers.
 
 ``--mode cloud``: the chat model through the real ``openai`` client against the OpenAI-compatible
 peer in its own process (bench/chat_peer.py: first token 300-600 ms, then a word every 20-50
@@ -222,7 +223,8 @@ def embedded(args) -> dict:
         "criterion": f"final transcript p95 <= {FINAL_P95_MS} ms, first audio p95 <= {AUDIO_P95_MS} ms, "
         "every turn answered, no refusal, no error, no server warning",
         "steps": steps,
-        "server": f"{args.server}, 1 process, default settings: pocketsphinx + espeak-ng + offline rules"
+        "server": f"{args.server}, 1 process, default settings: offline speech and rules dialog "
+        "(Whisper tiny.en + Piper unless STT_PROVIDER/TTS_PROVIDER say otherwise)"
         + (", per-message deflate" if args.deflate else ""),
     }
 

@@ -3,8 +3,9 @@
 A corpus (bench/offline_speech_corpus.py: paraphrases of what callers say to the built-in
 scenarios, with names, dates and digits, plus out-of-domain sentences) is synthesised at run time
 in voices the service does not speak with (espeak-ng variants, CMU flite voices), at two rates,
-then fed to the service's offline recogniser exactly as the transports feed it: 20 ms frames of
-16 kHz PCM16 (browser, phone media stream), or 8 kHz mu-law (AudioHook, phone lines) decoded and
+then fed to the service's offline recogniser as the engine feeds it (300 ms of pre-roll, the
+utterance, the 500 ms of silence that end the turn, in 20 ms frames) after the transport: 16 kHz
+PCM16 (browser, phone media stream), or 8 kHz mu-law (AudioHook, phone lines) decoded and
 resampled to 16 kHz with the transports' own codec functions. Prints one JSON line:
 
 - ``wer``: word error rate in-domain and out-of-domain, per voice, per rate, per sample rate
@@ -52,11 +53,15 @@ from offline_speech_corpus import (  # noqa: E402
 from voiceagent.speech.audio import resample, ulaw_decode, ulaw_encode  # noqa: E402
 
 FRAME = 640  # 20 ms of 16 kHz PCM16
+LEAD, TAIL = 4800, 8000  # samples: the engine's pre-roll (300 ms), end-of-turn silence (500 ms)
 TARGET_AVG, TARGET_MAX = 0.10, 0.20
 
 
 def as_transport(pcm16k: np.ndarray, channel: str) -> bytes:
-    """What the engine receives: 16 kHz PCM16 as sent, or 8 kHz mu-law decoded and upsampled."""
+    """What the recogniser receives from the engine: the utterance with the engine's 300 ms of
+    pre-roll and the 500 ms of silence that end the turn (VAD_SILENCE_TIMEOUT), as 16 kHz PCM16
+    sent as is, or sent over an 8 kHz mu-law line, decoded and upsampled."""
+    pcm16k = np.concatenate([np.zeros(LEAD, np.int16), pcm16k.astype(np.int16), np.zeros(TAIL, np.int16)])
     if channel == "16k":
         return pcm16k.astype("<i2").tobytes()
     line = ulaw_encode(resample(pcm16k, 16000, 8000))  # the caller's phone line

@@ -52,6 +52,8 @@ def _name(pid: int, comm: str) -> str:
     except OSError:
         return comm
     if comm.startswith("python") and len(argv) > 2 and argv[1] == b"-c":
+        if b"whisper_worker" in argv[2]:
+            return "whisper recogniser"
         return "pocketsphinx decoder" if b"offline_stt" in argv[2] else "python -c"
     return comm
 

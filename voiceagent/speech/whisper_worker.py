@@ -17,7 +17,12 @@ Decoding choices, measured on synthetic callers (bench/bench_offline_speech.py):
   error rate; shorter windows made the decoder loop on the text (WER 0.3-1.2).
 - The prompt (the previous-text slot, ``<|startofprev|>``) carries the scenario's vocabulary:
   with it in-domain WER fell by about half on voices the model hears badly.
-- Greedy search with at most ~8 tokens per second of audio, a repeated sentence collapsed, and
+- Beam search (5) whose five hypotheses are rescored with the prompt's words and word pairs
+  (:func:`domain_score`): Whisper often ranks "what is the melon on my account" a hair above
+  "what is the balance on my account"; out-of-domain sentences, with few prompt words in any
+  hypothesis, are left as Whisper ranked them. Measured: in-domain WER at 8 kHz 0.25 -> 0.17-0.23
+  on espeak-ng voices for ~20 % more CPU than greedy search.
+- At most ~8 tokens per second of audio, a repeated sentence collapsed, and
   nothing returned when the model says there was no speech and is unsure of its words (noise,
   breath, a hum: tiny.en otherwise writes "You" or, led by the prompt, a phrase of it).
 """
@@ -25,6 +30,7 @@ Decoding choices, measured on synthetic callers (bench/bench_offline_speech.py):
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import sys
@@ -43,6 +49,8 @@ FULL_WINDOW: Final = 3000  # frames (30 s): Whisper's own window, the most it he
 SHORT_MAX_S: Final = 13.5
 NO_SPEECH: Final = 0.6
 LOW_LOGPROB: Final = -1.0  # mean log-probability per token below which the words are a guess
+BEAM: Final = 5
+DOMAIN_WEIGHT: Final = 0.3  # of domain_score (0..2) against Whisper's mean token log-probability
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
 
 
@@ -80,6 +88,29 @@ def log_mel(pcm16: np.ndarray, frames: int, n_mels: int = 80) -> np.ndarray:
     log = np.log10(np.maximum(mel_filters(n_mels) @ power.T.astype(np.float32), 1e-10))
     log = np.maximum(log, log.max() - 8.0)
     return np.ascontiguousarray(((log + 4.0) / 4.0).astype(np.float32))
+
+
+def _words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9 ]", " ", text.lower().replace("'", "").replace("\u2019", "")).split()
+
+
+@functools.lru_cache(maxsize=16)
+def domain_vocabulary(prompt: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """The words and word pairs of the prompt (the scenarios' vocabulary)."""
+    words = _words(prompt)
+    return frozenset(words), frozenset(itertools.pairwise(words))
+
+
+def domain_score(text: str, vocabulary: tuple[frozenset[str], frozenset[tuple[str, str]]]) -> float:
+    """0..2: the share of ``text``'s words in the vocabulary (digits count) plus the share of its
+    word pairs in it. A hypothesis made of the scenario's words beats a near-tie made of others."""
+    words, pairs = vocabulary
+    said = _words(text)
+    if not said:
+        return 0.0
+    known = sum(w in words or w.isdigit() for w in said) / len(said)
+    joined = sum(p in pairs for p in itertools.pairwise(said)) / max(1, len(said) - 1)
+    return known + joined
 
 
 def window_for(seconds: float) -> int:
@@ -132,17 +163,23 @@ class Recognizer:
         result = self.model.generate(
             self._ct2.StorageView.from_array(features[None]),
             [ids],
-            beam_size=1,
+            beam_size=BEAM,
+            num_hypotheses=BEAM,
             max_length=len(ids) + 10 + int(8 * min(seconds, 30.0)),
             return_no_speech_prob=True,
             return_scores=True,
             suppress_blank=True,
         )[0]
-        text = self.tokenizer.decode(result.sequences_ids[0]).strip()
         # Whisper's own silence rule: the model says "no speech" and is unsure of its words
         if result.no_speech_prob > NO_SPEECH and result.scores[0] < LOW_LOGPROB:
             return ""
-        return collapse_repeats(text)
+        texts = [self.tokenizer.decode(seq).strip() for seq in result.sequences_ids]
+        vocabulary = domain_vocabulary(prompt)
+        best = max(
+            range(len(texts)),
+            key=lambda i: result.scores[i] + DOMAIN_WEIGHT * domain_score(texts[i], vocabulary),
+        )
+        return collapse_repeats(texts[best])
 
 
 def _serve(recognizer: Recognizer, workers: int) -> None:
