@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import subprocess
 import wave
 from dataclasses import dataclass
@@ -100,5 +101,5 @@ def mulaw8k(text: str, voice: Voice) -> bytes:
 
 def heard(transcript: str, sentence: str) -> bool:
     """Whether a transcript of ``sentence`` holds at least one of its key words."""
-    words = set(transcript.lower().split())
+    words = set(re.findall(r"[a-z0-9']+", transcript.lower()))  # "Balance?" is "balance"
     return any(word in words for word in SENTENCES[sentence])

@@ -106,7 +106,9 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
             page.get_by_label("Voice processing (echo cancellation)").uncheck()  # clean synthetic input
             page.get_by_role("button", name="Start microphone").click()
             expect(page.locator("#session")).not_to_have_text("–", timeout=10_000)
-            expect(page.locator("#transcript li.user").first).to_contain_text("i lost my", timeout=30_000)
+            expect(page.locator("#transcript li.user").first).to_contain_text(
+                "i lost my", ignore_case=True, timeout=30_000
+            )
             expect(page.locator("#activity li.handoff").first).to_contain_text(
                 "concierge → auth_agent", timeout=15_000
             )
