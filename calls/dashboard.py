@@ -26,7 +26,15 @@ from django.conf import settings
 from calls.browser import LeanDispatchMixin
 from calls.live import live_sessions, snapshot_message
 from calls.ratelimit import MessageRateLimiter
-from calls.relay import ALL_GROUP, AUDIO_FLAG_TTL, mark_audio_wanted, session_group
+from calls.relay import (
+    ALL_GROUP,
+    AUDIO_FLAG_TTL,
+    PRESENCE_TTL,
+    mark_audio_wanted,
+    mark_dashboards_present,
+    presence,
+    session_group,
+)
 from calls.wsauth import authorized, query
 from voiceagent.connections import tracker
 from voiceagent.conversation.session import valid_session_id
@@ -39,6 +47,7 @@ class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
         config = settings.CONFIG
         self.group: str | None = None
         self.refresher: asyncio.Task | None = None
+        self.present: asyncio.Task | None = None
         self.counted = False
         self.closing = False
         self.limiter = MessageRateLimiter(
@@ -70,6 +79,8 @@ class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
     async def _join(self, session_id: str | None, audio: bool) -> None:
         self.group = session_group(session_id) if session_id else ALL_GROUP
         await self.channel_layer.group_add(self.group, self.channel_name)
+        presence.local += 1  # the sockets of every worker relay to dashboards while one is here
+        self.present = asyncio.get_running_loop().create_task(self._mark_present())
         if session_id and audio:
             self.refresher = asyncio.get_running_loop().create_task(self._want_audio(session_id))
         # joined the group first: a session starting meanwhile is in the snapshot or relayed after it
@@ -96,9 +107,18 @@ class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             await mark_audio_wanted(session_id)
             await asyncio.sleep(AUDIO_FLAG_TTL / 2)
 
+    async def _mark_present(self) -> None:
+        while True:
+            await mark_dashboards_present()
+            await asyncio.sleep(PRESENCE_TTL / 3)
+
     async def disconnect(self, code: int) -> None:
         if self.refresher is not None:
             self.refresher.cancel()
+        if self.present is not None:
+            self.present.cancel()
+            self.present = None
+            presence.local -= 1
         if self.counted:
             self.counted = False
             tracker.closed("dashboard")

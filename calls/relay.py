@@ -41,6 +41,52 @@ ALL_GROUP = "dashboard"
 _GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
 AUDIO_FLAG = "relay:audio:{}"
 AUDIO_FLAG_TTL = 60
+PRESENCE_KEY = "relay:dashboards"
+PRESENCE_TTL = 30
+
+
+class DashboardPresence:
+    """Whether any dashboard, on any worker, is connected. While none is, sockets relay only session
+    events (``type: event``: what :data:`calls.live.live_sessions` follows, so a dashboard that opens
+    later gets its snapshot) and skip transcripts, response deltas and levels: at hundreds of
+    conversations those are thousands of channel-layer publishes a second that nobody reads.
+
+    Dashboards of this process count at once (:attr:`local`); the others' mark in the shared cache
+    (refreshed while they are connected) is read at most once a second, in a worker thread, never
+    on a socket's path. Until the first read, and while the cache cannot answer, the last value
+    holds (at start: present, so nothing is skipped before it is known)."""
+
+    def __init__(self) -> None:
+        self.local = 0
+        self._remote = True
+        self._checked = 0.0
+        self._refresh: asyncio.Task | None = None
+
+    def any(self) -> bool:
+        if self.local:
+            return True
+        now = time.monotonic()
+        if now - self._checked >= 1.0 and (self._refresh is None or self._refresh.done()):
+            self._checked = now
+            self._refresh = asyncio.get_running_loop().create_task(self._read())
+        return self._remote
+
+    async def _read(self) -> None:
+        try:
+            self._remote = bool(await asyncio.to_thread(cache.get, PRESENCE_KEY))
+        except Exception as exc:  # an outage: keep the last value (the relay logs the outage)
+            logger.debug("dashboard presence not read: %s", exc)
+
+
+presence = DashboardPresence()
+
+
+async def mark_dashboards_present() -> None:
+    """A dashboard is connected (on this worker): tell the other workers' sockets to relay."""
+    try:
+        await asyncio.to_thread(cache.set, PRESENCE_KEY, 1, PRESENCE_TTL)
+    except Exception as exc:  # the cache is down: its outage is logged elsewhere
+        logger.debug("dashboard presence not marked: %s", exc)
 
 
 def session_group(session_id: str) -> str:
@@ -163,8 +209,11 @@ class RelayQueue:
         self._closing = False
 
     def put(self, message: dict[str, Any], *, dashboards: bool = True) -> None:
-        """Queue ``message`` for :func:`publish` (never waits)."""
+        """Queue ``message`` for :func:`publish` (never waits); with no dashboard anywhere, only
+        session events (see :class:`DashboardPresence`)."""
         if self.channel_layer is None or self._closing:
+            return
+        if message.get("type") != "event" and not presence.any():
             return
         if len(self._items) >= self.max_messages:
             self._items.popleft()
