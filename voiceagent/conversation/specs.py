@@ -7,6 +7,7 @@ read-only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -23,6 +24,14 @@ class VoiceSpec:
     name: str | None = None
     style: str | None = None
     rate: str | None = None
+
+
+def resolve_voice(voice: VoiceSpec | None, default: VoiceSpec | Callable[[], VoiceSpec]) -> VoiceSpec:
+    """Fill the ``None`` fields of ``voice`` from ``default`` (TTS_VOICE / TTS_STYLE / TTS_RATE; a
+    callable is read now, so a configuration change applies to the next line)."""
+    default = default() if callable(default) else default
+    voice = voice or VoiceSpec()
+    return VoiceSpec(voice.name or default.name, voice.style or default.style, voice.rate or default.rate)
 
 
 @dataclass(frozen=True)

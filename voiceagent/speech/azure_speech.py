@@ -30,7 +30,7 @@ import azure.cognitiveservices.speech as speechsdk
 
 from voiceagent.config import ConfigError
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.conversation.specs import VoiceSpec
+from voiceagent.conversation.specs import VoiceSpec, resolve_voice
 from voiceagent.speech.audio import FrameChunker, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
 
@@ -200,12 +200,6 @@ def _cancellation_message(what: str, details: Any, secrets: tuple[str, ...]) -> 
 # --------------------------------------------------------------------------------------------------
 # SSML
 # --------------------------------------------------------------------------------------------------
-
-
-def resolve_voice(voice: VoiceSpec | None, default: VoiceSpec) -> VoiceSpec:
-    """Fill the ``None`` fields of ``voice`` from ``default`` (TTS_VOICE / TTS_STYLE / TTS_RATE)."""
-    voice = voice or VoiceSpec()
-    return VoiceSpec(voice.name or default.name, voice.style or default.style, voice.rate or default.rate)
 
 
 def build_ssml(text: str, voice: VoiceSpec) -> str:
@@ -587,8 +581,7 @@ class AzureTTS:
         return self.auth.secrets
 
     def voice_for(self, voice: VoiceSpec | None) -> VoiceSpec:
-        default = self._default_voice() if callable(self._default_voice) else self._default_voice
-        return resolve_voice(voice, default)
+        return resolve_voice(voice, self._default_voice)
 
     async def _new_synthesizer(self) -> _PooledSynthesizer:
         token = await self._tokens.token() if self._tokens is not None else None

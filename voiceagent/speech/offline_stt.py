@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 
 __all__ = ["MAX_BUFFER_S", "PocketsphinxSTT", "PocketsphinxStream"]
 
@@ -355,11 +355,8 @@ class PocketsphinxSTT:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PocketsphinxSTT:
-        size, timeout = config.get("STT_POOL_SIZE"), config.get("POOL_ACQUIRE_TIMEOUT")
         return cls(
-            pool_size=4 if size is None else int(size),
-            acquire_timeout=2.0 if timeout is None else float(timeout),
-            max_size=session_limit(config),
+            **pool_options(config, "stt"),
         )
 
     async def _start_worker(self) -> _DecoderProcess:

@@ -39,9 +39,9 @@ import numpy as np
 import soxr
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.conversation.specs import VoiceSpec
+from voiceagent.conversation.specs import VoiceSpec, resolve_voice
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, StreamResampler, frame_bytes_for
-from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 from voiceagent.speech.synthesis_cache import SynthesisCache
 
 __all__ = [
@@ -229,12 +229,9 @@ class EspeakTTS:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EspeakTTS:
-        size, timeout = config.get("TTS_POOL_SIZE"), config.get("POOL_ACQUIRE_TIMEOUT")
         return cls(
-            pool_size=4 if size is None else int(size),
-            acquire_timeout=2.0 if timeout is None else float(timeout),
             default_voice=VoiceSpec(config.get("TTS_VOICE"), config.get("TTS_STYLE"), config.get("TTS_RATE")),
-            max_size=session_limit(config),
+            **pool_options(config, "tts"),
         )
 
     def _new_slot(self) -> _Slot:
@@ -242,9 +239,7 @@ class EspeakTTS:
         return _Slot(self._slots)
 
     def _resolve(self, voice: VoiceSpec | None) -> VoiceSpec:
-        default = self._default_voice() if callable(self._default_voice) else self._default_voice
-        voice = voice or VoiceSpec()
-        return VoiceSpec(voice.name or default.name, voice.style or default.style, voice.rate or default.rate)
+        return resolve_voice(voice, self._default_voice)
 
     def command(self, voice: VoiceSpec | None) -> list[str]:
         """The argv for one synthesis (text goes on stdin); style has no espeak equivalent."""

@@ -47,9 +47,9 @@ from typing import Any, Final
 import numpy as np
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.conversation.specs import VoiceSpec
+from voiceagent.conversation.specs import VoiceSpec, resolve_voice
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, frame_bytes_for
-from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 from voiceagent.speech.synthesis_cache import SynthesisCache
 
 __all__ = ["DEFAULT_VOICE_PACKAGE", "PiperTTS", "VoiceFiles", "find_voice", "length_scale"]
@@ -206,12 +206,9 @@ class PiperTTS:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PiperTTS:
-        size, timeout = config.get("TTS_POOL_SIZE"), config.get("POOL_ACQUIRE_TIMEOUT")
         return cls(
-            pool_size=4 if size is None else int(size),
-            acquire_timeout=2.0 if timeout is None else float(timeout),
             default_voice=VoiceSpec(config.get("TTS_VOICE"), config.get("TTS_STYLE"), config.get("TTS_RATE")),
-            max_size=session_limit(config),
+            **pool_options(config, "tts"),
         )
 
     # --- voices ----------------------------------------------------------------------------------
@@ -220,9 +217,7 @@ class PiperTTS:
         return self._slots
 
     def _resolve(self, voice: VoiceSpec | None) -> VoiceSpec:
-        default = self._default_voice() if callable(self._default_voice) else self._default_voice
-        voice = voice or VoiceSpec()
-        return VoiceSpec(voice.name or default.name, voice.style or default.style, voice.rate or default.rate)
+        return resolve_voice(voice, self._default_voice)
 
     def load(self, name: str | None = None) -> _LoadedVoice:
         """Load (once) and return the voice ``name`` resolves to; blocking: call it off the loop.

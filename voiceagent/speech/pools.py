@@ -58,6 +58,17 @@ def session_limit(config: Mapping[str, Any]) -> int:
 DEFAULT_MAX_SIZE: Final = session_limit({})
 
 
+def pool_options(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """A speech provider's pool arguments from ``config``: ``<KIND>_POOL_SIZE`` warm clients (4),
+    ``POOL_ACQUIRE_TIMEOUT`` (2 s) and the session limit as the hard maximum. ``kind``: stt | tts."""
+    size, timeout = config.get(f"{kind.upper()}_POOL_SIZE"), config.get("POOL_ACQUIRE_TIMEOUT")
+    return {
+        "pool_size": 4 if size is None else int(size),
+        "acquire_timeout": 2.0 if timeout is None else float(timeout),
+        "max_size": session_limit(config),
+    }
+
+
 class PoolTimeout(TimeoutError):
     """The pool is at its maximum and no client came back within the acquire timeout (a refusal)."""
 

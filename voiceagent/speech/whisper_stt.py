@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
+from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 
 __all__ = ["DEFAULT_MODEL_PACKAGE", "MAX_AUDIO_S", "WhisperSTT", "find_model"]
 
@@ -243,13 +243,10 @@ class WhisperSTT:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], prompt: str = "") -> WhisperSTT:
-        size, timeout = config.get("STT_POOL_SIZE"), config.get("POOL_ACQUIRE_TIMEOUT")
         return cls(
             model=config.get("WHISPER_MODEL") or None,
-            pool_size=4 if size is None else int(size),
-            acquire_timeout=2.0 if timeout is None else float(timeout),
-            max_size=session_limit(config),
             prompt=prompt,
+            **pool_options(config, "stt"),
         )
 
     @property
