@@ -66,9 +66,11 @@ class DashboardPresence:
         if self.local:
             return True
         now = time.monotonic()
-        if now - self._checked >= 1.0 and (self._refresh is None or self._refresh.done()):
+        loop = asyncio.get_running_loop()
+        reading = self._refresh is not None and not self._refresh.done() and self._refresh.get_loop() is loop
+        if now - self._checked >= 1.0 and not reading:
             self._checked = now
-            self._refresh = asyncio.get_running_loop().create_task(self._read())
+            self._refresh = loop.create_task(self._read())
         return self._remote
 
     async def _read(self) -> None:

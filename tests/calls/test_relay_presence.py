@@ -45,6 +45,7 @@ async def converse(text: str) -> None:
 @pytest.fixture
 def no_dashboard_anywhere(monkeypatch):
     """What the presence read from the shared cache says when no worker has a dashboard."""
+    monkeypatch.setattr(relay.presence, "local", 0)  # dashboards of earlier tests that never closed
     monkeypatch.setattr(relay.presence, "_remote", False)
     monkeypatch.setattr(relay.presence, "_checked", float("inf"))  # no re-read during the test
 
