@@ -242,6 +242,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    # several endpoints have a `status` with their own choices: name the ones that would collide
+    "ENUM_NAME_OVERRIDES": {"CheckStatusEnum": ["healthy", "unhealthy", "not_configured"]},
 }
 
 # --- logging ------------------------------------------------------------------------------------
