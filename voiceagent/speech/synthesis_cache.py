@@ -32,7 +32,7 @@ Produce = Callable[[], AsyncIterator[bytes]]
 class _Line:
     """One synthesis in progress, shared by its readers."""
 
-    __slots__ = ("changed", "chunks", "done", "error", "loop", "readers", "size", "task")
+    __slots__ = ("changed", "chunks", "done", "error", "loop", "readers", "size", "stopped", "task")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.chunks: list[bytes] = []
@@ -42,6 +42,7 @@ class _Line:
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.readers = 0
+        self.stopped = False  # its last reader left: whatever it produced is not the whole line
         self.loop = loop
 
     def wake(self) -> None:
@@ -112,6 +113,11 @@ class SynthesisCache:
         finally:
             line.readers -= 1
             if line.readers == 0 and not line.done and line.task is not None:
+                # a request arriving while it winds down starts afresh: joining, it got the
+                # cancellation (its caller heard the answer's words and no audio)
+                if self._live.get(key) is line:
+                    del self._live[key]
+                line.stopped = True
                 line.task.cancel()  # nobody listens any more: stop the synthesis, free its slot
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await line.task
@@ -133,7 +139,9 @@ class SynthesisCache:
             line.wake()
             if self._live.get(key) is line:
                 del self._live[key]
-        if line.error is None:
+        # a producer may end quietly when cancelled (a synthesis thread stopped between sentences):
+        # what it made then is a cut line, and kept it would be replayed as the whole answer
+        if line.error is None and not line.stopped and line.chunks:
             self._keep(key, tuple(line.chunks), line.size)
 
     def _keep(self, key: Hashable, chunks: tuple[bytes, ...], size: int) -> None:

@@ -110,3 +110,50 @@ async def test_a_reader_cancelled_while_waiting_leaves_no_synthesis_running():
     with contextlib.suppress(asyncio.CancelledError):
         await reader
     assert producer.closed == 1
+
+
+async def test_a_request_while_the_last_listener_stops_the_line_gets_a_new_synthesis():
+    """The last reader of a line stops (a barge-in) and waits for its synthesis to wind down; a
+    request for the same words meanwhile (another caller's answer) joined the dying line, got its
+    cancellation and its caller heard the words of the answer but no audio (acceptance suite, phone
+    calls interrupting each other's identical answers)."""
+    cache = SynthesisCache()
+    winding = asyncio.Event()
+
+    async def slow_to_stop():
+        try:
+            yield b"aa"
+            await asyncio.sleep(10)
+            yield b"bb"
+        except asyncio.CancelledError:
+            winding.set()
+            await asyncio.sleep(0.05)  # e.g. freeing a synthesis thread and its pool slot
+            raise
+
+    first = cache.stream(("voice", "hello"), "hello", slow_to_stop)
+    assert await anext(first) == b"aa"
+    stopping = asyncio.ensure_future(first.aclose())  # the only listener stops
+    await winding.wait()
+    second = await read(cache, Producer(chunks=(b"xx", b"yy")))
+    await stopping
+    assert second == [b"xx", b"yy"]
+
+
+async def test_a_line_stopped_early_is_never_kept_even_when_its_producer_ends_quietly():
+    """A producer that ends without an error when cancelled (it stops between sentences) left a
+    cut line - or an empty one - kept and replayed as the whole answer: callers got words, no audio."""
+    cache = SynthesisCache()
+
+    async def quiet_on_cancel():
+        try:
+            yield b"aa"
+            await asyncio.sleep(10)
+            yield b"bb"
+        except asyncio.CancelledError:
+            return  # swallowed: the generator just ends
+
+    first = cache.stream(("voice", "hello"), "hello", quiet_on_cancel)
+    assert await anext(first) == b"aa"
+    await first.aclose()  # barge-in: the only listener stops
+    await asyncio.sleep(0.01)
+    assert await read(cache, Producer(chunks=(b"xx", b"yy"))) == [b"xx", b"yy"]
