@@ -30,6 +30,8 @@ from clients import (
 )
 from websockets.exceptions import ConnectionClosed
 
+ANSWER_AUDIO_TIMEOUT_S = 10.0  # against a hang only: the answer's first audio
+
 
 class PhoneCaller:
     """The telephony provider's side of one call's media stream (16 kHz ``pcm16KMono``, ``events=1``)."""
@@ -102,7 +104,13 @@ class PhoneCaller:
         utterance.barged_in = len(self.client.stops) > stops  # StopAudio: the provider flushes
         answer = await self.inbox.wait(is_type("agent_response", final=True), i)
         utterance.answers = [self.inbox.messages[answer]["payload"]["text"]]
-        await asyncio.sleep(0.5)  # some of its audio
+        # some of its audio: the words come first, the audio once its first sentence is synthesised
+        # (a fixed 0.5 s wait held for espeak-ng, not for Piper with six calls answering at once)
+        after_words = len(self.client.audio)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ANSWER_AUDIO_TIMEOUT_S):
+                while len(self.client.audio) <= after_words:
+                    await asyncio.sleep(0.05)
         utterance.answer_audio_s = (len(self.client.audio) - audio_before) / 2 / 16000
         return utterance
 
