@@ -1014,12 +1014,16 @@ class McpManager:
                 if self._states.get(server) is not state:
                     raise ServerError(f"MCP server {server!r} was removed", "unknown") from None
                 await self._drop(state, conn)
-                if attempt == 1 and not (exc.maybe_ran and not _safe_to_repeat(conn, tool)):
+                # over the network a cut can fall after the server ran the call; a local (stdio) child
+                # that died is almost always found dead at the next call, so that one is repeated
+                may_have_run = exc.maybe_ran and state.config.transport != "stdio"
+                if attempt == 1 and not (may_have_run and not _safe_to_repeat(conn, tool)):
                     logger.info(
                         "MCP server %s: session lost (%s); reconnecting and retrying once", server, exc
                     )
                     continue
                 if attempt == 1:  # it may have run: repeating a payment or a booking is worse than failing
+                    await self._connect(state)  # a server that is gone is "unreachable", as for any call
                     logger.warning(
                         "MCP server %s: connection lost during %s (%s); not repeated", server, tool, exc
                     )
