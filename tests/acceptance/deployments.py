@@ -104,6 +104,19 @@ class Deployment:
             self.proc.send_signal(sig)
 
 
+def spawn_uvicorn(kind: str, port: int, log: Path, env: dict[str, str], api_key: str) -> Deployment:
+    """uvicorn with ``WORKERS`` workers on ``port``, its output in ``log`` (not yet ready)."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            server_command("uvicorn", port, workers=WORKERS),
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Deployment(kind, port, log, proc, api_key, workers=WORKERS)
+
+
 def start(kind: str, root: Path, env: dict[str, str], api_key: str) -> Deployment:
     """Start ``kind`` on a free port with ``env`` added to a clean environment; wait until ready."""
     port = free_port()
@@ -131,15 +144,7 @@ def start(kind: str, root: Path, env: dict[str, str], api_key: str) -> Deploymen
         flush_redis()
         full.update(CACHE_HOST="127.0.0.1", CACHE_PORT="6379", CACHE_DB=str(REDIS_DB))
         migrate(full)
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                server_command("uvicorn", port, workers=WORKERS),
-                cwd=ROOT,
-                env=full,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deployment = Deployment(kind, port, log, proc, api_key, workers=WORKERS)
+        deployment = spawn_uvicorn(kind, port, log, full, api_key)
     else:
         raise ValueError(kind)
     try:

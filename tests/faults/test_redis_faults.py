@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -33,9 +32,9 @@ if str(ACCEPTANCE) not in sys.path:  # deployments.py, clients.py: reused, not c
 
 import websockets  # noqa: E402
 from clients import BrowserCaller, is_type  # noqa: E402
-from deployments import Deployment, assert_log_clean, clean_environ, wait_ready  # noqa: E402
+from deployments import Deployment, assert_log_clean, clean_environ, spawn_uvicorn, wait_ready  # noqa: E402
 from private_redis import RestartableRedis  # noqa: E402
-from servers import ROOT, free_port, migrate, server_command  # noqa: E402
+from servers import ROOT, free_port, migrate  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -73,15 +72,7 @@ def service(redis_server: RestartableRedis, tmp_path_factory) -> Iterator[Deploy
     migrate(env)
     port = free_port()
     log = root / "uvicorn.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            server_command("uvicorn", port, workers=WORKERS),
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deployment = Deployment(KIND, port, log, proc, api_key, workers=WORKERS)
+    deployment = spawn_uvicorn(KIND, port, log, env, api_key)
     try:
         wait_ready(deployment)
     except BaseException:
