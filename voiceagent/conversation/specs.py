@@ -7,9 +7,9 @@ read-only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 HandoffType = Literal["announced", "discrete"]
 HANDOFF_TYPES: tuple[str, ...] = ("announced", "discrete")
@@ -24,6 +24,13 @@ class VoiceSpec:
     name: str | None = None
     style: str | None = None
     rate: str | None = None
+
+
+def configured_voice(config: Mapping[str, Any]) -> VoiceSpec:
+    """The default voice of a TTS provider: ``TTS_VOICE`` / ``TTS_STYLE`` / ``TTS_RATE`` (empty = unset)."""
+    return VoiceSpec(
+        config.get("TTS_VOICE") or None, config.get("TTS_STYLE") or None, config.get("TTS_RATE") or None
+    )
 
 
 def resolve_voice(voice: VoiceSpec | None, default: VoiceSpec | Callable[[], VoiceSpec]) -> VoiceSpec:

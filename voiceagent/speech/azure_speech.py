@@ -30,7 +30,7 @@ import azure.cognitiveservices.speech as speechsdk
 
 from voiceagent.config import ConfigError
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.conversation.specs import VoiceSpec, resolve_voice
+from voiceagent.conversation.specs import VoiceSpec, configured_voice, resolve_voice
 from voiceagent.speech.audio import FrameChunker, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, session_limit
 
@@ -569,9 +569,7 @@ class AzureTTS:
             AzureSpeechAuth.from_config(config),
             pool_size=int(_setting(config, "TTS_POOL_SIZE", 4)),
             acquire_timeout=float(_setting(config, "POOL_ACQUIRE_TIMEOUT", 2.0)),
-            default_voice=VoiceSpec(
-                _setting(config, "TTS_VOICE"), _setting(config, "TTS_STYLE"), _setting(config, "TTS_RATE")
-            ),
+            default_voice=configured_voice(config),
             token_provider=token_provider,
             max_size=session_limit(config),
         )

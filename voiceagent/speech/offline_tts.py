@@ -39,7 +39,7 @@ import numpy as np
 import soxr
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.conversation.specs import VoiceSpec, resolve_voice
+from voiceagent.conversation.specs import VoiceSpec, configured_voice, resolve_voice
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, StreamResampler, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 from voiceagent.speech.synthesis_cache import SynthesisCache
@@ -230,7 +230,7 @@ class EspeakTTS:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EspeakTTS:
         return cls(
-            default_voice=VoiceSpec(config.get("TTS_VOICE"), config.get("TTS_STYLE"), config.get("TTS_RATE")),
+            default_voice=configured_voice(config),
             **pool_options(config, "tts"),
         )
 

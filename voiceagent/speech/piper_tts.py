@@ -47,7 +47,7 @@ from typing import Any, Final
 import numpy as np
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.conversation.specs import VoiceSpec, resolve_voice
+from voiceagent.conversation.specs import VoiceSpec, configured_voice, resolve_voice
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 from voiceagent.speech.synthesis_cache import SynthesisCache
@@ -207,7 +207,7 @@ class PiperTTS:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PiperTTS:
         return cls(
-            default_voice=VoiceSpec(config.get("TTS_VOICE"), config.get("TTS_STYLE"), config.get("TTS_RATE")),
+            default_voice=configured_voice(config),
             **pool_options(config, "tts"),
         )
 
