@@ -440,10 +440,10 @@ def test_sandbox_blocks_attribute_tricks(source):
 
 
 def test_render_caches_compiled_templates():
-    from agents_app import definitions
+    from agents_app.definitions import templates
 
-    definitions._compile.cache_clear()
+    templates._compile.cache_clear()
     for _ in range(3):
         assert render_prompt("Hi {{ caller_name }}", {"caller_name": "Bo"}) == "Hi Bo"
-    info = definitions._compile.cache_info()
+    info = templates._compile.cache_info()
     assert info.misses == 1 and info.hits == 2
