@@ -95,8 +95,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 
 from mcp_app.breakwatch import BreakWatch, install_log_filter
-from mcp_app.oauth import BearerAuth, OAuthConfig, OAuthError, OAuthTokens, TokenSource
+from mcp_app.oauth import BearerAuth, OAuthError, OAuthTokens, TokenSource
 from mcp_app.security import public_url
+from mcp_app.server_config import ServerConfig
 from mcp_app.tools import MCP_SOURCE, assign_names, parameters_schema, result_value, tool_record
 from voiceagent.conversation.tools import REGISTRY, ToolError, ToolRegistry, ToolSpec
 from voiceagent.logging import redact, register_secrets
@@ -105,7 +106,6 @@ logger = logging.getLogger("mcp_app.manager")
 install_log_filter()  # a late reply for a closed session is no error (mcp_app.breakwatch)
 
 T = TypeVar("T")
-DEFAULT_TIMEOUT = 30.0
 SSE_READ_TIMEOUT = 300.0
 HEALTH_INTERVAL = 30.0
 PING_TIMEOUT = 10.0
@@ -120,47 +120,6 @@ SESSION_TERMINATED = 32600  # what the SDK reports for streamable HTTP's 404 "Se
 # --------------------------------------------------------------------------------------------------
 # Configuration and errors
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Everything needed to connect one server. Secrets are kept out of ``repr``."""
-
-    name: str
-    url: str = ""
-    transport: str | None = None  # None: detect (streamable HTTP, then SSE)
-    timeout: float = DEFAULT_TIMEOUT
-    headers: dict = field(default_factory=dict, repr=False, compare=True, hash=False)
-    auth_token: str = field(default="", repr=False)
-    command: str = ""
-    args: tuple = ()
-    env: dict = field(default_factory=dict, repr=False, hash=False)
-    source: str = "runtime"  # environment | runtime
-    required: bool = False
-    oauth: OAuthConfig | None = field(default=None, repr=False)
-    tokens: OAuthTokens | None = field(default=None, repr=False, compare=False)
-    config_error: str | None = None
-    created_at: float | None = field(default=None, compare=False)
-
-    @property
-    def has_auth(self) -> bool:
-        return bool(
-            self.auth_token
-            or self.oauth is not None
-            or any(k.lower() == "authorization" for k in self.headers)
-        )
-
-    @property
-    def where(self) -> str:
-        return f"stdio command {os.path.basename(self.command)!r}" if self.transport == "stdio" else self.url
-
-    def secrets(self) -> list[str]:
-        values = [self.auth_token, *self.headers.values(), *self.env.values()]
-        if self.oauth is not None:
-            values.append(self.oauth.client_secret)
-        if self.tokens is not None:
-            values += [self.tokens.access_token, self.tokens.refresh_token]
-        return [v for v in values if isinstance(v, str) and v]
 
 
 class ServerError(Exception):

@@ -1,4 +1,4 @@
-"""Database side of the MCP servers: rows <-> :class:`~mcp_app.manager.ServerConfig`, and the
+"""Database side of the MCP servers: rows <-> :class:`~mcp_app.server_config.ServerConfig`, and the
 environment servers (``MCP_ENABLED_SERVERS`` + ``MCP_SERVER_<NAME>_*``).
 
 The manager calls :class:`DbStore` from worker threads (``asyncio.to_thread``); every method
@@ -19,10 +19,10 @@ from django.conf import settings
 from django.db import IntegrityError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
-from mcp_app.manager import DEFAULT_TIMEOUT, ServerConfig
 from mcp_app.models import McpServer
 from mcp_app.oauth import OAuthConfig, OAuthTokens
 from mcp_app.security import InvalidServer, check_headers, check_name, check_url, normalize_transport
+from mcp_app.server_config import DEFAULT_TIMEOUT, ServerConfig
 
 logger = logging.getLogger("mcp_app.store")
 T = TypeVar("T")

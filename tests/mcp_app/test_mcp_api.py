@@ -240,7 +240,7 @@ def test_secrets_are_sent_but_never_returned_or_stored_plainly(api_client, manag
 
 
 def test_secrets_are_encrypted_at_rest(manager, http_peer):
-    from mcp_app.manager import ServerConfig
+    from mcp_app.server_config import ServerConfig
     from mcp_app.store import row_values
 
     config = ServerConfig(

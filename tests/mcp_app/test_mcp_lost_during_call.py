@@ -13,7 +13,7 @@ import pytest
 from fault_proxy import FaultProxy
 from mcp_peers import PeerServer, build_server
 
-from mcp_app.manager import ServerConfig
+from mcp_app.server_config import ServerConfig
 
 pytestmark = pytest.mark.slow
 
