@@ -39,7 +39,7 @@ OFFLINE_ENGINES = {"TTS_PROVIDER": ("piper", "espeak"), "STT_PROVIDER": ("whispe
 
 def choose_speech_backend(config: Mapping[str, Any], variable: str) -> str:
     """``"azure"``, ``"offline"`` or an offline engine's name for ``STT_PROVIDER``/``TTS_PROVIDER``."""
-    from voiceagent.speech.azure_speech import AzureSpeechAuth
+    from voiceagent.speech.azure_auth import AzureSpeechAuth
 
     choice = str(config.get(variable) or "auto").strip().lower()
     choices = (*PROVIDER_CHOICES, *OFFLINE_ENGINES.get(variable, ()))
@@ -65,7 +65,7 @@ def build_speech_providers(config: Mapping[str, Any]) -> tuple[STTProvider, TTSP
     tts_kind = choose_speech_backend(config, "TTS_PROVIDER")
     token_provider = None
     if "azure" in (stt_kind, tts_kind):
-        from voiceagent.speech.azure_speech import AadTokenProvider, AzureSpeechAuth
+        from voiceagent.speech.azure_auth import AadTokenProvider, AzureSpeechAuth
 
         auth = AzureSpeechAuth.from_config(config)
         if auth.mode == "aad":  # one credential and token cache shared by both providers
@@ -74,13 +74,13 @@ def build_speech_providers(config: Mapping[str, Any]) -> tuple[STTProvider, TTSP
     stt: Any
     tts: Any
     if stt_kind == "azure":
-        from voiceagent.speech.azure_speech import AzureSTT
+        from voiceagent.speech.azure_stt import AzureSTT
 
         stt = AzureSTT.from_config(config, token_provider=token_provider)
     else:
         stt = build_offline_stt(config, stt_kind)
     if tts_kind == "azure":
-        from voiceagent.speech.azure_speech import AzureTTS
+        from voiceagent.speech.azure_tts import AzureTTS
 
         tts = AzureTTS.from_config(config, token_provider=token_provider)
     else:

@@ -17,17 +17,15 @@ import pytest
 
 from voiceagent.config import ConfigError, load_config
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.conversation.specs import VoiceSpec
-from voiceagent.speech.azure_speech import (
+from voiceagent.conversation.specs import VoiceSpec, resolve_voice
+from voiceagent.speech.azure_auth import (
     AadTokenProvider,
     AzureSpeechAuth,
-    AzureSTT,
-    AzureTTS,
-    _cancellation_message,
     build_speech_config,
-    build_ssml,
-    resolve_voice,
+    cancellation_message,
 )
+from voiceagent.speech.azure_stt import AzureSTT
+from voiceagent.speech.azure_tts import AzureTTS, build_ssml
 
 KEY = "fake-key-0123456789abcdef"
 NS = {"s": "http://www.w3.org/2001/10/synthesis", "mstts": "https://www.w3.org/2001/mstts"}
@@ -186,7 +184,7 @@ def test_cancellation_message_is_one_line_and_redacted():
         error_code=speechsdk.CancellationErrorCode.AuthenticationFailure,
         error_details=f"WebSocket upgrade failed: Authentication error (401). key={KEY}\nwss://x\nmore",
     )
-    msg = _cancellation_message("Azure speech synthesis failed", details, (KEY,))
+    msg = cancellation_message("Azure speech synthesis failed", details, (KEY,))
     assert "\n" not in msg
     assert "AuthenticationFailure" in msg and "401" in msg
     assert KEY not in msg and "<redacted>" in msg

@@ -6,7 +6,8 @@ import pytest
 
 from voiceagent.config import ConfigError, load_config
 from voiceagent.speech import pools
-from voiceagent.speech.azure_speech import AzureSTT, AzureTTS
+from voiceagent.speech.azure_stt import AzureSTT
+from voiceagent.speech.azure_tts import AzureTTS
 from voiceagent.speech.factory import build_speech_providers, choose_speech_backend
 from voiceagent.speech.piper_tts import PiperTTS
 from voiceagent.speech.whisper_stt import WhisperSTT
