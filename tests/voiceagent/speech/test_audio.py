@@ -17,11 +17,13 @@ from voiceagent.speech.audio import (
     frame_bytes_for,
     generate_tone,
     int16_to_float32,
+    mulaw,
     pcm16_from_bytes,
     pcm16_to_bytes,
     pcm16_to_ulaw8k,
     peak_level,
     resample,
+    resampling,
     rms_dbfs,
     rms_level,
     silence,
@@ -177,9 +179,9 @@ def test_ulaw_round_trip_error_bounds():
 
 def test_ulaw_tables_are_read_only():
     with pytest.raises(ValueError):
-        audio._ULAW_ENCODE[0] = 1
+        mulaw._ULAW_ENCODE[0] = 1
     with pytest.raises(ValueError):
-        audio._ULAW_DECODE[0] = 1
+        mulaw._ULAW_DECODE[0] = 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -294,10 +296,10 @@ def test_identity_fast_path():
 def test_soxr_fast_path_active_and_equivalent_to_public_api(monkeypatch):
     # soxr==1.1.0 (pinned): the per-frame path calls ResampleStream._process directly. If a soxr
     # upgrade breaks the probe, audio still works through resample_chunk but the benchmark drops.
-    assert audio._SOXR_FAST_PATH, "soxr internals changed: StreamResampler fell back to resample_chunk"
+    assert resampling._SOXR_FAST_PATH, "soxr internals changed: StreamResampler fell back to resample_chunk"
     x = generate_tone(8000, 300, 440, 0.5)
     fast = StreamResampler(8000, 24000)
-    monkeypatch.setattr(audio, "_SOXR_FAST_PATH", False)
+    monkeypatch.setattr(resampling, "_SOXR_FAST_PATH", False)
     slow = StreamResampler(8000, 24000)
     assert slow._chunk == slow._stream.resample_chunk
     outs = []

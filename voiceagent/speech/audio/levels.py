@@ -1,0 +1,43 @@
+"""Loudness of PCM16 audio: RMS in dBFS, a 0..1 meter level, and the peak (clipping)."""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import numpy as np
+
+from .pcm import I16_SCALE, PcmLike, as_int16
+
+LEVEL_FLOOR_DB: Final = -60.0
+
+
+def rms_dbfs(samples: PcmLike) -> float:
+    """RMS in dBFS (0 dBFS = full-scale square wave; full-scale sine = -3.01); -inf for silence."""
+    x = as_int16(samples)
+    if not x.size:
+        return -math.inf
+    xf = x.astype(np.float64).reshape(-1)
+    ms = float(np.dot(xf, xf)) / xf.size
+    return 10.0 * math.log10(ms / (I16_SCALE * I16_SCALE)) if ms > 0 else -math.inf
+
+
+def rms_level(samples: PcmLike, floor_db: float = LEVEL_FLOOR_DB) -> float:
+    """Loudness in 0..1 for meters/UI and energy gates: dBFS mapped linearly from ``floor_db`` to 0.
+
+    A dB scale matches perceived loudness (linear RMS would make speech at -30 dBFS look like 3%),
+    and -60 dBFS is about the noise floor of a phone line, so silence/line noise reads 0.
+    """
+    db = rms_dbfs(samples)
+    if db <= floor_db:
+        return 0.0
+    return min(1.0, (db - floor_db) / -floor_db)
+
+
+def peak_level(samples: PcmLike) -> float:
+    """Linear absolute peak in 0..1 (1.0 = full scale), for clipping detection."""
+    x = as_int16(samples)
+    if not x.size:
+        return 0.0
+    peak = max(-int(x.min()), int(x.max()))
+    return min(1.0, peak / I16_SCALE)
