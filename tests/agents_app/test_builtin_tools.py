@@ -16,6 +16,7 @@ from agents_app.builtin_tools import (
     MFA_CODE_TTL_SECONDS,
     NOT_AUTHENTICATED,
     expected_mfa_code,
+    mfa,
     register_builtin_tools,
 )
 from agents_app.profiles import generate_profile, profile_memory
@@ -376,7 +377,7 @@ async def test_expired_mfa_code(registry, monkeypatch):
     ctx = _ctx(profile)
     run = Runner(registry, ctx)
     clock = [1_000_000.0]
-    monkeypatch.setattr(bt.time, "time", lambda: clock[0])
+    monkeypatch.setattr(mfa.time, "time", lambda: clock[0])
     await run("verify_client_identity", _identity(profile))
     await run("send_mfa_code", {"method": "sms"})
     clock[0] += MFA_CODE_TTL_SECONDS + 1
