@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from voiceagent import appconfig
+from voiceagent.contributions import contributions
 from voiceagent.conversation.engine import Conversation, EngineConfig
 from voiceagent.conversation.providers import ChatProvider, STTProvider, TTSProvider
 from voiceagent.conversation.specs import VoiceSpec
@@ -134,9 +135,6 @@ class Runtime:
         config: EngineConfig | None = None,
     ) -> Conversation:
         """A cascade conversation on this process's providers (the transport calls ``start()``)."""
-        from agents_app.directory import CatalogDirectory
-        from agents_app.sessions import DjangoSessionStore
-
         if self.stt is None or self.tts is None or self.chat is None:
             raise RuntimeError("voice runtime not started (startup steps 2-3)")
         return Conversation(
@@ -144,8 +142,8 @@ class Runtime:
             scenario=scenario,
             agent=agent,
             transport=transport,
-            directory=CatalogDirectory(),
-            store=DjangoSessionStore(),
+            directory=contributions.new("agent_directory"),
+            store=contributions.new("session_store"),
             stt=self.stt,
             tts=self.tts,
             chat=self.chat,
@@ -197,8 +195,6 @@ class Runtime:
         """A live (speech-to-speech) conversation over the realtime voice API (the transport calls
         ``start()``). Same API and events as :meth:`new_conversation`; ``ValueError`` when no realtime
         API is configured."""
-        from agents_app.directory import CatalogDirectory
-        from agents_app.sessions import DjangoSessionStore
         from voiceagent.conversation.live import LiveConversation
 
         return LiveConversation(
@@ -206,8 +202,8 @@ class Runtime:
             scenario=scenario,
             agent=agent,
             transport=transport,
-            directory=CatalogDirectory(),
-            store=DjangoSessionStore(),
+            directory=contributions.new("agent_directory"),
+            store=contributions.new("session_store"),
             client=client or self.realtime_client(),
             config=config or self.live_config(),
         )

@@ -271,10 +271,11 @@ def test_managed_identity_client_has_no_key():
     ],
 )
 async def test_readiness_check_states(env, status, fragment):
-    from voiceagent import components
+    from voiceagent.contributions import contributions, resolve
 
+    contributed = next(resolve(c.check) for c in contributions.checks if c.component == "telephony")
     with config(**env):
-        for check in (readiness_check, components._telephony_check):
+        for check in (readiness_check, contributed):
             got_status, detail = await check()
             assert got_status == status and fragment in detail
             assert "c2VjcmV0LWtleQ==" not in detail
