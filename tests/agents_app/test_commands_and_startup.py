@@ -51,7 +51,8 @@ def test_generate_profile_command(db):
 def test_startup_step_loads_agents_and_readiness_is_healthy(db):
     from django.core.cache import cache
 
-    from voiceagent.components import _agents_check, _load_agents
+    from agents_app.startup import _load_agents
+    from agents_app.startup import agents_check as _agents_check
 
     cache.clear()
     note = _load_agents()
@@ -64,7 +65,7 @@ def test_invalid_definitions_are_skipped_and_reported(db, caplog):
     from django.core.cache import cache
 
     from agents_app.catalog import catalog, sync_files
-    from voiceagent.components import _agents_check
+    from agents_app.startup import agents_check as _agents_check
 
     cache.clear()
     sync_files()  # the good ones first, as on an earlier start
