@@ -107,7 +107,8 @@ def main() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from mcp_app.manager import McpManager, ServerConfig
+    from mcp_app.manager import McpManager
+    from mcp_app.server_config import ServerConfig
     from voiceagent.conversation.tools import ToolRegistry
 
     port = free_port()

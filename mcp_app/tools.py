@@ -94,6 +94,12 @@ def tool_record(server: str, prefixed: str, tool: Any) -> dict:
     }
 
 
+def tool_records(server: str, tools: Iterable[Any], names: dict[str, str]) -> list[dict]:
+    """The tool records of ``names`` (``{prefixed: tool name}``) among a server's ``tools``."""
+    by_tool = {t.name: t for t in tools}
+    return [tool_record(server, p, by_tool[t]) for p, t in names.items() if t in by_tool]
+
+
 class McpToolError(ToolError):
     """The MCP server answered the call with ``isError`` (the model is told; not a bug of ours)."""
 

@@ -15,7 +15,8 @@ import pytest
 from mcp_peers import PeerServer, build_server
 from mcp_testkit import DEMO_TOOLS, dead_url
 
-from mcp_app.manager import ServerConfig, ServerError
+from mcp_app.failures import ServerError
+from mcp_app.server_config import ServerConfig
 
 pytestmark = pytest.mark.slow
 

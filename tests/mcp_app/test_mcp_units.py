@@ -234,7 +234,7 @@ def test_a_late_reply_for_a_closed_mcp_session_is_no_error_in_the_log(caplog):
 
     import anyio
 
-    import mcp_app.manager  # noqa: F401 - installs the filter
+    import mcp_app.connection  # noqa: F401 - installs the filter
 
     sdk = logging.getLogger("mcp.client.streamable_http")
     with caplog.at_level(logging.DEBUG, logger="mcp.client.streamable_http"):

@@ -86,8 +86,8 @@ def test_add_and_remove_reach_the_other_worker(api_client, workers, http_peer):
 
 
 def test_reconcile_repairs_a_missed_notification(workers, http_peer):
-    from mcp_app.server_config import ServerConfig
     from mcp_app.models import McpServer
+    from mcp_app.server_config import ServerConfig
     from mcp_app.store import row_values
 
     _, b = workers
