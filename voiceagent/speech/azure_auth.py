@@ -1,10 +1,14 @@
-"""Azure AI Speech: what STT and TTS share - credentials, the SDK's SpeechConfig, and one-line
-failure messages with the secrets redacted.
+"""Azure AI Speech: what STT and TTS share - credentials, the SDK's SpeechConfig, the client base
+both providers extend (:class:`AzureSpeechClient`) and one-line failure messages.
 
 Auth (:class:`AzureSpeechAuth`): ``CLOUD_SPEECH_KEY`` + ``CLOUD_SPEECH_REGION``, or, with
 ``USE_DEFAULT_CREDENTIAL=true`` and ``CLOUD_SPEECH_RESOURCE_ID``, a Microsoft Entra token from
 azure-identity passed as the authorization token ``aad#<resource_id>#<token>`` with the region.
-Pure: nothing here reaches the network except :meth:`AadTokenProvider.token`.
+Nothing here reaches the network except fetching a token (:meth:`AadTokenProvider.token`).
+
+Failures (unreachable service, bad key, throttling) surface as :class:`ProviderError` carrying the
+SDK's cancellation reason, code and first line of details (:func:`cancellation_message`), with
+any configured secret redacted (:func:`redact`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ __all__ = [
     "AZURE_SPEECH_SCOPE",
     "AadTokenProvider",
     "AzureSpeechAuth",
+    "AzureSpeechClient",
     "build_speech_config",
     "cancellation_message",
     "redact",
@@ -166,3 +171,31 @@ def cancellation_message(what: str, details: Any, secrets: tuple[str, ...]) -> s
     text = (getattr(details, "error_details", "") or "").strip().splitlines()
     parts = [p for p in (reason, code_name, text[0] if text else "") if p]
     return redact(f"{what}: {' / '.join(parts) or 'cancelled'}", secrets)
+
+
+class AzureSpeechClient:
+    """What :class:`~voiceagent.speech.azure_stt.AzureSTT` and
+    :class:`~voiceagent.speech.azure_tts.AzureTTS` share: the credentials, an optional endpoint
+    override and the token cache (one for both when the factory passes the same provider)."""
+
+    def __init__(
+        self, auth: AzureSpeechAuth, endpoint: str | None, token_provider: AadTokenProvider | None
+    ) -> None:
+        self.auth = auth
+        self.endpoint = endpoint
+        self._tokens = token_provider or (
+            AadTokenProvider(auth.resource_id or "") if auth.mode == "aad" else None
+        )
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return self.auth.secrets
+
+    async def speech_config(self) -> speechsdk.SpeechConfig:
+        """A SpeechConfig, with a current token under managed identity (no network otherwise)."""
+        token = await self._tokens.token() if self._tokens is not None else None
+        return build_speech_config(self.auth, token, self.endpoint)
+
+    async def _close_tokens(self) -> None:
+        if self._tokens is not None:
+            await self._tokens.close()

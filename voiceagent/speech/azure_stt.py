@@ -1,13 +1,10 @@
 """Azure AI Speech to text (:class:`AzureSTT`): continuous recognition over a push stream, one
-recognizer per utterance.
+recognizer per utterance (credentials, SpeechConfig and failure messages: :mod:`.azure_auth`).
 
-Threading (architecture rule 6): the SDK runs its own native threads and calls our event handlers
-on them; every handler only hands its data to the event loop with ``loop.call_soon_threadsafe``.
-SDK calls that block (starting and stopping a recognizer) run on a thread pool owned by the
-provider, sized to its client pool.
-
-Failures (unreachable service, bad key, throttling) surface as :class:`ProviderError` carrying the
-SDK's cancellation reason, code and first line of details, with any configured secret redacted.
+Threading (architecture rule 6): the SDK calls our recognizer handlers on its own native threads;
+every handler only hands its data to the event loop with ``loop.call_soon_threadsafe``. Starting
+and stopping a recognizer blocks, so it runs on thread pools owned by the provider, sized to its
+client pool.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from voiceagent.conversation.providers import ProviderError
 from voiceagent.speech.azure_auth import (
     AadTokenProvider,
     AzureSpeechAuth,
-    build_speech_config,
+    AzureSpeechClient,
     cancellation_message,
     redact,
     setting,
@@ -199,7 +196,7 @@ def _log_teardown_failure(future: asyncio.Future) -> None:
         logger.warning("Azure speech recognition did not stop cleanly: %s", future.exception())
 
 
-class AzureSTT:
+class AzureSTT(AzureSpeechClient):
     """STTProvider on Azure AI Speech: continuous recognition over a push stream per utterance."""
 
     name = "azure-speech"
@@ -216,13 +213,9 @@ class AzureSTT:
         token_provider: AadTokenProvider | None = None,
         max_size: int | None = None,
     ):
-        self.auth = auth
+        super().__init__(auth, endpoint, token_provider)
         self.segmentation_silence_timeout_ms = int(segmentation_silence_timeout_ms)
         self.finish_timeout = finish_timeout
-        self.endpoint = endpoint
-        self._tokens = token_provider or (
-            AadTokenProvider(auth.resource_id or "") if auth.mode == "aad" else None
-        )
         self.pool: ClientPool[_RecognitionSlot] = ClientPool(
             "stt",
             _RecognitionSlot,
@@ -249,14 +242,6 @@ class AzureSTT:
             token_provider=token_provider,
             max_size=session_limit(config),
         )
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        return self.auth.secrets
-
-    async def speech_config(self) -> speechsdk.SpeechConfig:
-        token = await self._tokens.token() if self._tokens is not None else None
-        return build_speech_config(self.auth, token, self.endpoint)
 
     async def warm(self) -> int:
         """Fetch a token when using managed identity; fill the slot pool. No audio is sent."""
@@ -289,5 +274,4 @@ class AzureSTT:
         await self.pool.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._teardown_executor.shutdown(wait=False)
-        if self._tokens is not None:
-            await self._tokens.close()
+        await self._close_tokens()

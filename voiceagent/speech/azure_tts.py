@@ -1,13 +1,10 @@
 """Azure AI Text to speech (:class:`AzureTTS`): SSML in (:func:`build_ssml`), 24 kHz PCM16 chunks
-out while the service synthesises, on a pool of synthesizers.
+out while the service synthesises, on a pool of synthesizers (credentials, SpeechConfig and
+failure messages: :mod:`.azure_auth`).
 
-Threading (architecture rule 6): the SDK calls our ``synthesizing`` handler on its own threads;
-the handler only hands the chunk to the event loop with ``loop.call_soon_threadsafe``. Blocking
-SDK calls (creating a synthesizer, ``speak``, ``stop``) run on a thread pool owned by the
-provider, sized to its client pool.
-
-Failures (unreachable service, bad key, throttling) surface as :class:`ProviderError` carrying the
-SDK's cancellation reason, code and first line of details, with any configured secret redacted.
+Threading (architecture rule 6): the SDK calls our ``synthesizing`` handler on its own threads and
+the handler only hands the chunk to the event loop with ``loop.call_soon_threadsafe``. Creating a
+synthesizer, ``speak`` and ``stop`` block, so they run on a thread pool owned by the provider.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from voiceagent.speech.audio import FrameChunker, frame_bytes_for
 from voiceagent.speech.azure_auth import (
     AadTokenProvider,
     AzureSpeechAuth,
-    build_speech_config,
+    AzureSpeechClient,
     cancellation_message,
     redact,
     setting,
@@ -111,7 +108,7 @@ class _PooledSynthesizer:
         self.synth.synthesizing.disconnect_all()
 
 
-class AzureTTS:
+class AzureTTS(AzureSpeechClient):
     """TTSProvider on Azure AI Speech: SSML in, 24 kHz PCM16 chunks out while synthesis runs."""
 
     name = "azure-speech"
@@ -128,13 +125,9 @@ class AzureTTS:
         chunk_ms: int = 100,
         max_size: int | None = None,
     ):
-        self.auth = auth
-        self.endpoint = endpoint
+        super().__init__(auth, endpoint, token_provider)
         self.chunk_bytes = frame_bytes_for(TTS_SAMPLE_RATE, chunk_ms)
         self._default_voice = default_voice or VoiceSpec()
-        self._tokens = token_provider or (
-            AadTokenProvider(auth.resource_id or "") if auth.mode == "aad" else None
-        )
         self.pool: ClientPool[_PooledSynthesizer] = ClientPool(
             "tts",
             self._new_synthesizer,
@@ -161,16 +154,11 @@ class AzureTTS:
             max_size=session_limit(config),
         )
 
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        return self.auth.secrets
-
     def voice_for(self, voice: VoiceSpec | None) -> VoiceSpec:
         return resolve_voice(voice, self._default_voice)
 
     async def _new_synthesizer(self) -> _PooledSynthesizer:
-        token = await self._tokens.token() if self._tokens is not None else None
-        config = build_speech_config(self.auth, token, self.endpoint)
+        config = await self.speech_config()
         return await asyncio.get_running_loop().run_in_executor(self._executor, _PooledSynthesizer, config)
 
     async def _close_synthesizer(self, synth: _PooledSynthesizer) -> None:
@@ -249,5 +237,4 @@ class AzureTTS:
     async def close(self) -> None:
         await self.pool.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
-        if self._tokens is not None:
-            await self._tokens.close()
+        await self._close_tokens()
