@@ -16,7 +16,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 
-from mcp_app.manager import ServerError, get_manager
+from mcp_app.failures import ServerError
+from mcp_app.manager import get_manager
 from mcp_app.models import McpServer
 from mcp_app.security import InvalidServer, check_headers, check_name, check_stdio_command, check_url
 from mcp_app.store import config_from_row, environment_configs
