@@ -1,4 +1,9 @@
-"""The contact-center AudioHook v2 WebSocket (``/api/v1/contactcenter/stream``): a transport adapter.
+"""The contact-center AudioHook v2 WebSocket (``/api/v1/contactcenter/stream``): its wire codec.
+
+The AudioHook half of the socket. The transport driver
+(:class:`voiceagent.transport.driver.AudioSocket`) holds the rest: the session slot, starting,
+pumping and ending the conversation, paced playback, the dashboard relay. The protocol's rules
+are :mod:`bridge.protocol`'s.
 
 Wire -> engine: the ``open`` starts a live (speech-to-speech) conversation (the bridge always runs
 on the realtime voice API), binary frames are mu-law 8 kHz caller audio (the external channel of
@@ -25,12 +30,10 @@ sequence there): a barge-in in that window only clears our queue.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 
 from bridge.auth import authenticate, header_map
@@ -43,14 +46,12 @@ from bridge.protocol import (
     parse_duration,
     select_media,
 )
-from calls.asgi_ws import LeanWebSocket
-from calls.browser import envelope, event_payload
-from calls.playback import PacedPlayback
-from calls.relay import RelayQueue
-from voiceagent.connections import tracker
-from voiceagent.conversation.engine import DTMF_DIGITS, ENDED_BY_AGENT
+from voiceagent.conversation.engine import DTMF_DIGITS
+from voiceagent.conversation.events import Event
 from voiceagent.errors import UNAVAILABLE, store_name
 from voiceagent.speech.audio import MulawStreamEncoder, ulaw_decode
+from voiceagent.transport.driver import AudioSocket, Refused, StartFailed
+from voiceagent.transport.playback import PacedPlayback
 
 logger = logging.getLogger(__name__)
 
@@ -70,37 +71,45 @@ PROMOTED = {
     "promptName": "contactcenter_prompt",
 }
 DEFAULT_SCENARIO = "default"
+START_FAILED = {  # how the `disconnect` info words a conversation that could not start, by stage
+    "create": "the realtime voice API is not available: {}",
+    "deadline": f"the realtime voice API did not answer within {OPEN_DEADLINE_S:g} s",
+    "closed": "the realtime voice API is unreachable",
+    "start": "the realtime voice API could not be reached: {}",
+}
 
 
-class AudioHookConsumer(LeanWebSocket):
+class _StartFailed(Exception):
+    """The session cannot start; the message goes into the `disconnect` info."""
+
+
+class AudioHookConsumer(AudioSocket):
     """One AudioHook session."""
+
+    transport = TRANSPORT
+    label = "AudioHook"
+    log = logger
+    busy_reason = "the server is at its session limit; try again later"
 
     def __init__(self, scope: dict, receive, send):
         super().__init__(scope, receive, send)
         self.protocol: AudioHookSession | None = None
-        self.session_id: str | None = None
-        self.conversation = None
-        self.counted = False
         self.probe = False
         self.opened = False  # `opened` sent
         self.pong_sent = False  # text messages may flow (see the module docstring)
-        self.disconnecting = False
-        self.ended = False
         self.channel_index, self.channel_count = 0, 1
         self.frames_in = 0
         self.frames_ignored = 0
-        self._tasks: list[asyncio.Task] = []
-        self.relay = RelayQueue(self.channel_layer)  # to the dashboards, off this socket's path
-        # agent audio -> wire
-        self._encoders: dict[int, MulawStreamEncoder] = {}
-        # paced 250 ms chunks, one of lead; a response's last chunk goes out short (mu-law needs no padding)
-        self._playback = PacedPlayback(
+        # agent audio -> mu-law 8 kHz in paced 250 ms chunks, one of lead; a response's last chunk
+        # goes out short (mu-law needs no padding)
+        self.playback = PacedPlayback(
             self._send_chunk,
             frame_bytes=CHUNK_BYTES,
             frame_ms=CHUNK_MS,
             lead_frames=1,
             max_frames=MAX_QUEUED_CHUNKS,
             pad_byte=None,
+            encoder=MulawStreamEncoder,
         )
 
     # --- connection ---------------------------------------------------------------------------------
@@ -126,36 +135,23 @@ class AudioHookConsumer(LeanWebSocket):
             logger.warning("AudioHook connection refused: %s", result.reason)
             await self._disconnect("unauthorized", result.reason)
             return
-        if tracker.active_count(TRANSPORT) >= config.CONTACTCENTER_MAX_SESSIONS:
+        try:
+            self.take_slot(config.CONTACTCENTER_MAX_SESSIONS)
+        except Refused as exc:
             logger.warning(
                 "AudioHook connection refused: %d sessions open", config.CONTACTCENTER_MAX_SESSIONS
             )
-            await self._disconnect("error", "the server is at its session limit; try again later")
-            return
-        tracker.opened(TRANSPORT)
-        self.counted = True
+            await self._disconnect("error", exc.reason)
 
-    async def disconnect(self, code: int) -> None:
-        self.disconnecting = True
-        await self._end_conversation(f"socket closed ({code})")
-        for task in self._tasks:
-            task.cancel()
-        if self.counted:
-            self.counted = False
-            tracker.closed(TRANSPORT)
+    async def ended(self, code: int) -> None:
         if self.session_id and not self.probe and self.opened:
-            self.relay.put(
-                envelope(
-                    self.session_id, "event", {"name": "session_ended", "reason": "contact center closed"}
-                )
-            )
-        await self.relay.close()
+            self.publish("event", {"name": "session_ended", "reason": "contact center closed"})
         logger.info(
             "AudioHook session %s ended: %d audio frames in, %d ignored, %d outbound chunks dropped",
             self.session_id or "-",
             self.frames_in,
             self.frames_ignored,
-            self._playback.dropped,
+            self.playback.dropped,
         )
 
     # --- inbound ------------------------------------------------------------------------------------
@@ -167,7 +163,7 @@ class AudioHookConsumer(LeanWebSocket):
             return
         try:
             message = self.protocol.parse(text_data)
-            if self.disconnecting and message.type != "close":
+            if self.closing and message.type != "close":
                 return
             handler = getattr(self, f"_on_{message.type}", None)
             if handler is None:
@@ -175,7 +171,7 @@ class AudioHookConsumer(LeanWebSocket):
                 return
             await handler(message)
         except ProtocolError as exc:
-            if self.disconnecting:  # our disconnect is out: only the client's close still matters
+            if self.closing:  # our disconnect is out: only the client's close still matters
                 if (close := lenient_close(text_data)) is not None:
                     await self._on_close(close)
                 return
@@ -183,7 +179,7 @@ class AudioHookConsumer(LeanWebSocket):
             await self._disconnect(exc.reason, exc.info)
 
     async def _on_audio(self, data: bytes) -> None:
-        if self.conversation is None or self.disconnecting:
+        if self.conversation is None or self.closing:
             self.frames_ignored += 1  # before `opened` (or after the end): nothing to feed
             return
         if len(data) > MAX_BINARY_BYTES:
@@ -218,26 +214,18 @@ class AudioHookConsumer(LeanWebSocket):
         self.channel_index = media["channels"].index("external")
         variables = _input_variables(params.get("inputVariables"))
         try:
-            try:
-                scenario = await self._prepare_session(variables, params)
-            except UNAVAILABLE as exc:  # the session store is down: a clear refusal, not a traceback
-                raise _StartFailed(f"the {store_name(exc)} is unavailable; try again later") from None
-            await self._start_conversation(scenario)
+            await self._start(variables, params)
         except _StartFailed as exc:
             logger.warning("AudioHook %s could not start: %s", self.session_id, exc)
             await self._disconnect("error", str(exc))
             return
         await self._message("opened", {"media": [media]})
         self.opened = True
-        self.relay.put(
-            envelope(
-                self.session_id,
-                "event",
-                {"name": "session_started", "session_id": self.session_id, "transport": TRANSPORT},
-            )
+        self.publish(
+            "event", {"name": "session_started", "session_id": self.session_id, "transport": TRANSPORT}
         )
-        loop = asyncio.get_running_loop()
-        self._tasks += [loop.create_task(self._pump()), loop.create_task(self._playback.run())]
+        self.run_pump()
+        self.spawn(self.playback.run())
 
     async def _on_ping(self, message: ClientMessage) -> None:
         await self._message("pong", {})
@@ -259,7 +247,7 @@ class AudioHookConsumer(LeanWebSocket):
     async def _on_close(self, message: ClientMessage) -> None:
         reason = message.parameters.get("reason")
         logger.info("AudioHook %s: client closed (%s)", self.session_id, str(reason)[:20])
-        await self._end_conversation("contact center closed the session")
+        await self.end_conversation("contact center closed the session")
         await self._message("closed", {})
         await self.close(1000, "closed")
 
@@ -271,7 +259,7 @@ class AudioHookConsumer(LeanWebSocket):
         )
         retry = parse_duration(params.get("retryAfter"))
         if code == 429 and retry:  # back off, never drop the session
-            self._playback.paused_until = time.monotonic() + min(retry, 30.0)
+            self.playback.paused_until = time.monotonic() + min(retry, 30.0)
 
     async def _on_paused(self, message: ClientMessage) -> None:
         logger.info("AudioHook %s: paused", self.session_id)
@@ -279,6 +267,20 @@ class AudioHookConsumer(LeanWebSocket):
     _on_resumed = _on_discarded = _on_playback_started = _on_playback_completed = _on_paused
 
     # --- the conversation ---------------------------------------------------------------------------
+    async def _start(self, variables: dict[str, str], params: dict[str, Any]) -> None:
+        from voiceagent.runtime import runtime
+
+        try:
+            scenario = await self._prepare_session(variables, params)
+        except UNAVAILABLE as exc:  # the session store is down: a clear refusal, not a traceback
+            raise _StartFailed(f"the {store_name(exc)} is unavailable; try again later") from None
+        try:
+            await self.start_conversation(
+                runtime.conversation_mode(TRANSPORT), scenario, deadline=OPEN_DEADLINE_S
+            )
+        except StartFailed as exc:
+            raise _StartFailed(START_FAILED[exc.stage].format(exc.detail)) from None
+
     async def _prepare_session(self, variables: dict[str, str], params: dict[str, Any]) -> str:
         """Create the session: scenario from ``promptName`` when it names one, the input variables in
         working memory (verbatim, plus the promoted names agents use)."""
@@ -309,82 +311,25 @@ class AudioHookConsumer(LeanWebSocket):
 
         return await db_call(prepare)
 
-    async def _start_conversation(self, scenario: str) -> None:
-        from voiceagent.runtime import runtime
+    # --- engine events -> wire (the driver's pump) --------------------------------------------------
+    async def on_event(self, event: Event) -> None:
+        kind = event.kind
+        if kind == "StopAudio":
+            self.playback.drop()
+            if self.pong_sent:
+                await self._message("event", {"entities": [{"type": "barge_in", "data": {}}]})
+        elif kind == "StateChange" and event.state == "listening":
+            self.playback.finish_response()  # the response is complete: its last partial chunk goes too
+        self.relay_event(event)
 
-        try:
-            conversation = runtime.new_conversation_for(
-                runtime.conversation_mode(TRANSPORT), self.session_id, scenario, transport=TRANSPORT
-            )
-        except Exception as exc:  # no realtime API configured, unknown agent ...
-            raise _StartFailed(f"the realtime voice API is not available: {exc}") from None
-        try:
-            async with asyncio.timeout(OPEN_DEADLINE_S):
-                await conversation.start()
-        except TimeoutError:
-            await conversation.close("realtime connect deadline")
-            raise _StartFailed(
-                f"the realtime voice API did not answer within {OPEN_DEADLINE_S:g} s"
-            ) from None
-        if conversation.closed:
-            raise _StartFailed("the realtime voice API is unreachable")
-        self.conversation = conversation
+    async def agent_ended(self) -> None:
+        await self._disconnect("completed", "the agent ended the conversation")
 
-    async def _end_conversation(self, reason: str) -> None:
-        conversation, self.conversation = self.conversation, None
-        if conversation is not None:
-            with contextlib.suppress(Exception):
-                await conversation.close(reason)
+    async def conversation_lost(self, reason: str | None) -> None:
+        await self._disconnect("error", f"the conversation ended: {reason}")
 
-    async def _pump(self) -> None:
-        """Engine events -> the wire and the dashboards, in order."""
-        conversation = self.conversation
-        assert conversation is not None
-        try:
-            async for event in conversation.events():
-                kind = event.kind
-                if kind == "Audio":
-                    self._queue_audio(event.pcm, event.sample_rate)
-                    continue
-                if kind == "StopAudio":
-                    self._drop_playback()
-                    if self.pong_sent:
-                        await self._message("event", {"entities": [{"type": "barge_in", "data": {}}]})
-                elif kind == "StateChange" and event.state == "listening":
-                    self._flush_audio()  # the response is complete: its last partial chunk goes too
-                mapped = event_payload(event)
-                if mapped is not None:
-                    self.relay.put(envelope(self.session_id, *mapped))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("AudioHook %s failed while relaying", self.session_id)
-        if self.disconnecting or conversation is not self.conversation:
-            return  # we ended it
-        reason = conversation.close_reason
-        if reason == ENDED_BY_AGENT:
-            self._flush_audio()
-            await self._playback.drained(timeout=30.0)
-            await self._disconnect("completed", "the agent ended the conversation")
-        else:
-            await self._disconnect("error", f"the conversation ended: {reason}")
-
-    # --- agent audio -> wire ------------------------------------------------------------------------
-    def _queue_audio(self, pcm: bytes, rate: int) -> None:
-        encoder = self._encoders.get(rate)
-        if encoder is None:
-            encoder = self._encoders[rate] = MulawStreamEncoder(rate)
-        self._playback.push(encoder.encode(np.frombuffer(pcm, dtype="<i2")))
-
-    def _flush_audio(self) -> None:
-        for encoder in self._encoders.values():
-            self._playback.push(encoder.flush())
-        self._playback.flush()
-
-    def _drop_playback(self) -> None:
-        self._playback.clear()
-        for encoder in self._encoders.values():
-            encoder.reset()
+    async def pump_failed(self, conversation: Any) -> None:
+        await self.conversation_over(conversation)  # as if it had ended: the peer hears why
 
     async def _send_chunk(self, chunk: bytes) -> None:
         await self.send(bytes_data=chunk)
@@ -396,21 +341,14 @@ class AudioHookConsumer(LeanWebSocket):
 
     async def _disconnect(self, reason: str, info: str) -> None:
         """Tell the client the session is over; it answers with `close` (else the socket closes)."""
-        if self.disconnecting:
+        if not await self.stop(f"disconnect: {reason}"):
             return
-        self.disconnecting = True
-        await self._end_conversation(f"disconnect: {reason}")
-        self._drop_playback()
         await self._message("disconnect", {"reason": reason, "info": info[:500]})
-        self._tasks.append(asyncio.get_running_loop().create_task(self._close_after_grace()))
+        self.spawn(self._close_after_grace())
 
     async def _close_after_grace(self) -> None:
         await asyncio.sleep(CLOSE_GRACE_S)
         await self.close(1000, "disconnected")
-
-
-class _StartFailed(Exception):
-    """The session cannot start; the message goes into the `disconnect` info."""
 
 
 def _input_variables(raw: Any) -> dict[str, str]:

@@ -1,15 +1,16 @@
 """``/api/v1/browser/dashboard/relay[?session_id=&audio=1]``: live server messages of one session
-or of all sessions, from any worker process (channel-layer groups, see :mod:`calls.relay`).
+or of all sessions, from any worker process (channel-layer groups, see
+:mod:`voiceagent.transport.relay`).
 
 On connect, after ``relay_connected`` (whose ``live_sessions`` says how many follow), a dashboard is
 sent one ``session_started`` event marked ``snapshot: true`` per conversation already live on any
-worker (:mod:`calls.live`), so it can list conversations that began before it opened.
+worker (:mod:`voiceagent.transport.live`), so it can list conversations that began before it opened.
 
 The relay only sends; what a client sends is answered with an ``error``. Limits: more than
 ``DASHBOARD_MAX_CONNECTIONS`` dashboards in this process are refused with 1013, a message over
 ``DASHBOARD_MAX_MESSAGE_BYTES`` closes with 1009, more than ``DASHBOARD_MAX_MESSAGES_PER_SECOND``
-(a token bucket, :mod:`calls.ratelimit`) with 1008. A dashboard counted as open is always counted
-closed: a client gone mid-handshake or a failure while it is being set up ends in
+(a token bucket, :mod:`voiceagent.transport.ratelimit`) with 1008. A dashboard counted as open is
+always counted closed: a client gone mid-handshake or a failure while it is being set up ends in
 :meth:`disconnect` like any other close."""
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ import json
 import logging
 import time
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from calls.browser import LeanDispatchMixin
-from calls.live import live_sessions, snapshot_message
-from calls.ratelimit import MessageRateLimiter
-from calls.relay import (
+from calls.wsauth import authorized, query
+from voiceagent.connections import tracker
+from voiceagent.conversation.session import valid_session_id
+from voiceagent.transport.live import live_sessions, snapshot_message
+from voiceagent.transport.ratelimit import MessageRateLimiter
+from voiceagent.transport.relay import (
     ALL_GROUP,
     AUDIO_FLAG_TTL,
     PRESENCE_TTL,
@@ -35,11 +39,22 @@ from calls.relay import (
     presence,
     session_group,
 )
-from calls.wsauth import authorized, query
-from voiceagent.connections import tracker
-from voiceagent.conversation.session import valid_session_id
 
 logger = logging.getLogger("calls.dashboard")
+
+
+class LeanDispatchMixin:
+    """Skip Channels' per-message ``aclose_old_connections`` (a thread hop for every message).
+
+    Our consumers never touch the ORM on the event loop: database work goes through
+    :func:`agents_app.sessions.db_call`, which manages its own connections.
+    """
+
+    async def dispatch(self, message):
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
 
 class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):

@@ -406,9 +406,9 @@ def test_health(client):
 
 
 async def test_a_call_goes_on_while_the_dashboard_relay_hangs(hung_channel_layer, bridge, peer):
-    """The bridge hands its dashboard messages to a queue (calls.relay.RelayQueue) like the browser
-    and phone sockets: before, it awaited each publish, and a channel layer that never answers
-    (a hung Redis) held the call's session start, greeting and answers."""
+    """The bridge hands its dashboard messages to a queue (voiceagent.transport.relay.RelayQueue)
+    like the browser and phone sockets: before, it awaited each publish, and a channel layer that
+    never answers (a hung Redis) held the call's session start, greeting and answers."""
     peer.user_says("block my card")
     peer.push(Say("Your card is blocked.", chunks=2, audio_ms=600))
     comm, client = await asyncio.wait_for(started(), 10)

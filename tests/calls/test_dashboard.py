@@ -79,7 +79,7 @@ async def test_dashboard_bad_session_id(fake_runtime):
 
 
 async def test_dashboard_opened_mid_conversation_is_sent_the_live_sessions(fake_runtime):
-    from calls.live import live_sessions
+    from voiceagent.transport.live import live_sessions
 
     live_sessions.reset()  # sessions an earlier test left open are not this test's
     browser = await open_ws("/api/v1/browser/conversation?session_id=live-1")

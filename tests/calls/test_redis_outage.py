@@ -22,9 +22,9 @@ from channels_redis.core import RedisChannelLayer
 from private_redis import RestartableRedis
 
 from agents_app import sessions
-from calls import relay
-from calls.relay import AudioRelayFlag, mark_audio_wanted, publish
 from voiceagent.routing import websocket_urlpatterns
+from voiceagent.transport import relay
+from voiceagent.transport.relay import AudioRelayFlag, mark_audio_wanted, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
@@ -62,7 +62,7 @@ async def eventually(check, timeout: float = 20.0):
 
 
 async def test_audio_flag_keeps_its_value_and_logs_once_per_outage(private_redis, caplog):
-    caplog.set_level(logging.INFO, "calls.relay")
+    caplog.set_level(logging.INFO, "voiceagent.transport.relay")
     sid = f"flag-{uuid.uuid4().hex[:8]}"
     flag = AudioRelayFlag(sid)
     await mark_audio_wanted(sid)
@@ -83,11 +83,11 @@ async def test_audio_flag_keeps_its_value_and_logs_once_per_outage(private_redis
         return await flag.wanted() is False
 
     await eventually(reads_false)
-    assert any("is back" in r.getMessage() for r in caplog.records if r.name == "calls.relay")
+    assert any("is back" in r.getMessage() for r in caplog.records if r.name == "voiceagent.transport.relay")
 
 
 async def test_dashboard_relay_skips_during_an_outage_and_delivers_after(private_redis, caplog):
-    caplog.set_level(logging.INFO, "calls.relay")
+    caplog.set_level(logging.INFO, "voiceagent.transport.relay")
     url = f"redis://127.0.0.1:{private_redis.port}/0"
     layer = RedisChannelLayer(hosts=[url])
     sid = f"relay-{uuid.uuid4().hex[:8]}"
@@ -107,7 +107,7 @@ async def test_dashboard_relay_skips_during_an_outage_and_delivers_after(private
     await publish(layer, message(100), dashboards=False)
     received = await asyncio.wait_for(layer.receive(channel), 10)
     assert received["message"]["payload"] == {"n": 100}
-    assert any("is back" in r.getMessage() for r in caplog.records if r.name == "calls.relay")
+    assert any("is back" in r.getMessage() for r in caplog.records if r.name == "voiceagent.transport.relay")
     await layer.flush()
 
 

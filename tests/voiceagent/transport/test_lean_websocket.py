@@ -11,8 +11,8 @@ import logging
 
 import pytest
 
-from calls.asgi_ws import LeanWebSocket
 from voiceagent.connections import tracker
+from voiceagent.transport.websocket import LeanWebSocket
 
 
 class Counted(LeanWebSocket):
@@ -60,10 +60,10 @@ async def drive(cls: type[Counted], events: list[dict]) -> list[dict]:
 async def test_a_failing_hook_closes_1011_and_still_disconnects(hook, caplog):
     tracker.reset()
     cls = type("Failing", (Counted,), {"fail_in": hook, "ended": []})
-    with caplog.at_level(logging.ERROR, logger="calls.websocket"):
+    with caplog.at_level(logging.ERROR, logger="voiceagent.transport.websocket"):
         sent = await drive(cls, [{"type": "websocket.connect"}, {"type": "websocket.receive", "text": "hi"}])
     assert sent[0]["type"] == "websocket.accept"
     assert sent[-1] == {"type": "websocket.close", "code": 1011, "reason": "internal error"}
     assert cls.ended == [1011]
     assert tracker.metrics() == {"connected": 1, "disconnected": 1, "active": 0}
-    assert len([r for r in caplog.records if r.name == "calls.websocket"]) == 1
+    assert len([r for r in caplog.records if r.name == "voiceagent.transport.websocket"]) == 1

@@ -4,9 +4,10 @@ Every server message of a browser conversation or phone media stream is also pub
 channel layer for the dashboards: with Redis, two or three round trips per group, 12 ms on average
 and up to half a second in a soak of 100 conversations on one worker. The sockets awaited each
 publish before their next message, so the first audio of every answer waited behind the publishes
-of the text before it. Now each socket queues its relay messages (:class:`calls.relay.RelayQueue`)
-and a task of its own publishes them. Shown without timing: the channel layer here is a Redis
-that accepts connections and never answers, and the conversations go on.
+of the text before it. Now each socket queues its relay messages
+(:class:`voiceagent.transport.relay.RelayQueue`) and a task of its own publishes them. Shown
+without timing: the channel layer here is a Redis that accepts connections and never answers,
+and the conversations go on.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from calls.relay import RelayQueue
 from voiceagent.routing import websocket_urlpatterns
+from voiceagent.transport.relay import RelayQueue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))

@@ -2,7 +2,7 @@
 mid-conversation can list them (a dashboard otherwise learns of a session only from the
 ``session_started`` it happens to see).
 
-The relay (:func:`calls.relay.publish`) shows this registry every message a session publishes to
+The relay (:func:`.relay.publish`) shows this registry every message a session publishes to
 the dashboards: ``session_started`` adds the session, ``session_ended`` removes it, agent and state
 changes update it. Each process keeps its own sessions in memory and writes them as one bucket to
 the shared cache (Redis when ``CACHE_HOST`` is set) under a slot it claims atomically
@@ -26,6 +26,7 @@ from typing import Any
 from django.core.cache import cache
 
 from voiceagent.outage import OutageLog
+from voiceagent.transport.envelope import envelope
 
 logger = logging.getLogger(__name__)
 cache_outage = OutageLog(
@@ -188,7 +189,7 @@ def snapshot_message(entry: dict[str, Any]) -> dict[str, Any]:
     session_id = entry["session_id"]
     payload = {"name": "session_started", "session_id": session_id, "snapshot": True}
     payload.update({k: entry.get(k) for k in ("transport", "agent", "state", "started_ts")})
-    return {"type": "event", "payload": payload, "session_id": session_id, "ts": round(time.time(), 3)}
+    return envelope(session_id, "event", payload)
 
 
 live_sessions = LiveRegistry()

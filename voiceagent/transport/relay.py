@@ -6,7 +6,7 @@ dashboard follows that session with ``audio=1``: the follower marks the session 
 cache (TTL refreshed while it is connected) and the sender checks the mark at most once a second,
 in the background once it has a first answer (an audio send never waits for the cache).
 
-Every message bound for all dashboards also passes :data:`calls.live.live_sessions`, the registry
+Every message bound for all dashboards also passes :data:`.live.live_sessions`, the registry
 of live sessions that a dashboard is sent when it connects.
 
 Nothing here may end a conversation: while the cache or the channel layer is down (a Redis
@@ -26,8 +26,9 @@ from typing import Any
 
 from django.core.cache import cache
 
-from calls.live import live_sessions
 from voiceagent.outage import OutageLog
+from voiceagent.transport.envelope import envelope
+from voiceagent.transport.live import live_sessions
 
 logger = logging.getLogger(__name__)
 flag_outage = OutageLog(
@@ -47,7 +48,7 @@ PRESENCE_TTL = 30
 
 class DashboardPresence:
     """Whether any dashboard, on any worker, is connected. While none is, sockets relay only session
-    events (``type: event``: what :data:`calls.live.live_sessions` follows, so a dashboard that opens
+    events (``type: event``: what :data:`.live.live_sessions` follows, so a dashboard that opens
     later gets its snapshot) and skip transcripts, response deltas and levels: at hundreds of
     conversations those are thousands of channel-layer publishes a second that nobody reads.
 
@@ -173,12 +174,8 @@ def _ended_message(session_id: str, reason: str) -> dict[str, Any] | None:
     """``session_ended`` for a session this process still lists as live, else None."""
     if not (session_id and live_sessions.is_live(session_id)):
         return None
-    return {
-        "type": "event",
-        "payload": {"name": "session_ended", "reason": reason, "session_id": session_id},
-        "session_id": session_id,
-        "ts": round(time.time(), 3),
-    }
+    payload = {"name": "session_ended", "reason": reason, "session_id": session_id}
+    return envelope(session_id, "event", payload)
 
 
 async def end_if_live(channel_layer, session_id: str, reason: str) -> None:

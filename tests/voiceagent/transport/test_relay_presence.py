@@ -14,8 +14,8 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from calls import relay
 from voiceagent.routing import websocket_urlpatterns
+from voiceagent.transport import relay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from calls.playback import PacedPlayback
+from voiceagent.transport.playback import PacedPlayback
 
 
 def playback(sent: list[bytes], **overrides) -> PacedPlayback:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calls.ratelimit import MessageRateLimiter
+from voiceagent.transport.ratelimit import MessageRateLimiter
 
 
 class Clock:

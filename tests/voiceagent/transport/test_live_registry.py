@@ -8,7 +8,7 @@ import time
 import pytest
 from django.core.cache import cache
 
-from calls.live import LiveRegistry
+from voiceagent.transport.live import LiveRegistry
 
 
 def started(session_id: str, transport: str = "browser") -> dict:

@@ -1,6 +1,6 @@
 """The browser socket's audio sends never wait for the session cache (bench/bench_soak.py).
 
-Each audio message asks :class:`calls.relay.AudioRelayFlag` whether a dashboard follows the
+Each audio message asks :class:`voiceagent.transport.relay.AudioRelayFlag` whether a dashboard follows the
 session's audio, at most once a second. The cache's async API runs on Django's single sync thread,
 which the database shares (SQLite): an audio send whose check fell due waited behind that thread's
 queue (history writes, sessions being created), typically the first audio of an answer. Only the
@@ -15,7 +15,7 @@ import uuid
 
 from asgiref.sync import sync_to_async
 
-from calls.relay import AudioRelayFlag, mark_audio_wanted
+from voiceagent.transport.relay import AudioRelayFlag, mark_audio_wanted
 
 
 async def test_the_audio_flag_answers_while_the_sync_thread_is_busy_and_catches_up_after():

@@ -25,7 +25,7 @@ from channels.layers import get_channel_layer
 
 from voiceagent.servers_compat import fit_close_reason
 
-logger = logging.getLogger("calls.websocket")
+logger = logging.getLogger(__name__)
 
 
 class LeanWebSocket:

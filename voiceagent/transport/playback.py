@@ -5,7 +5,8 @@ both hand the engine's audio to a peer that plays what it receives, so both need
 frames of an exact size, a bounded queue (the oldest frame goes when it is full; counted), one
 task that sends at real time with a small lead (:class:`~voiceagent.speech.audio.Pacer`), a
 barge-in that drops everything queued, and a way to wait for the last words to play before
-hanging up. Codec and resampling stay with the transport (``push`` takes the wire's bytes).
+hanging up. The wire's codec comes in as ``encoder``: one per source rate, made on first use
+(``push_pcm``), flushed at the end of a response and reset at a barge-in with the queue.
 
 ``lock`` is held while a frame is handed to the socket: a transport that must send a control
 message (``StopAudio``) after a barge-in takes it around :meth:`clear` and its send, so no frame
@@ -19,12 +20,22 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import numpy as np
 
 from voiceagent.speech.audio import FrameChunker, Pacer
 
-__all__ = ["PacedPlayback"]
+__all__ = ["PacedPlayback", "WireEncoder"]
+_UNSEEN = object()
+
+
+class WireEncoder(Protocol):
+    """Agent PCM16 at one rate -> the wire's audio (resampled, maybe companded), streaming."""
+
+    def encode(self, pcm: bytes) -> bytes | np.ndarray: ...
+    def flush(self) -> bytes | np.ndarray: ...
+    def reset(self) -> None: ...
 
 
 class PacedPlayback:
@@ -37,8 +48,11 @@ class PacedPlayback:
         lead_frames: int,
         max_frames: int,
         pad_byte: int | None,
+        encoder: Callable[[int], WireEncoder | None] | None = None,
     ):
         self._send = send
+        self._encoder_for = encoder  # source rate -> its encoder (None: the wire's own format)
+        self._encoders: dict[int, WireEncoder | None] = {}
         self._chunker = FrameChunker(frame_bytes)
         self._frame_ms = frame_ms
         self._lead_frames = lead_frames
@@ -55,9 +69,34 @@ class PacedPlayback:
         return len(self._queue)
 
     def set_frame_bytes(self, frame_bytes: int) -> None:
-        """The wire's frame size changed (a new sample rate): what is buffered is dropped."""
+        """The wire's frame size changed (a new sample rate): what is buffered is dropped, and the
+        encoders, made for the old rate, go too."""
         self.clear()
+        self._encoders.clear()
         self._chunker = FrameChunker(frame_bytes)
+
+    def push_pcm(self, pcm: bytes, rate: int) -> None:
+        """Agent PCM16 at ``rate``, through its encoder (made now the first time; a rate it cannot
+        take raises ``ValueError`` and is not kept)."""
+        encoders = self._encoders
+        encoder = encoders.get(rate, _UNSEEN)
+        if encoder is _UNSEEN:
+            encoder = encoders[rate] = self._encoder_for(rate) if self._encoder_for else None
+        self._enqueue(self._chunker.push(pcm if encoder is None else encoder.encode(pcm)))
+
+    def finish_response(self) -> None:
+        """The response is complete: the encoders' tails, then its last partial frame, are queued."""
+        for encoder in self._encoders.values():
+            if encoder is not None:
+                self.push(encoder.flush())
+        self.flush()
+
+    def drop(self) -> None:
+        """Barge-in or the end: nothing queued or buffered in an encoder will be sent."""
+        self.clear()
+        for encoder in self._encoders.values():
+            if encoder is not None:
+                encoder.reset()
 
     def push(self, data: bytes | np.ndarray) -> None:
         """Wire-format audio of any length; complete frames are queued."""
