@@ -1,30 +1,27 @@
-"""What the cascade and the live engine share: session opening, tool rounds and handoff bookkeeping.
+"""The steps both pipelines take the same way on data: session opening, tool rounds, handoffs.
 
 Both engines (:mod:`voiceagent.conversation.engine` and :mod:`voiceagent.conversation.live`) run
 tool calls through the same registry and switch agents the same way; only where the results go
 differs (chat messages for the cascade LLM, ``function_call_output`` items for the realtime API).
 :func:`run_tool_round` is that shared step; the engine passes a ``reply`` callback that delivers
-each call's output to its model.
+each call's output to its model. What they share as a running conversation is
+:class:`~voiceagent.conversation.core.ConversationCore`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from voiceagent.conversation.events import Error, Event, Handoff, StateChange, ToolCall
+from voiceagent.conversation.context import AgentDirectory, TurnContext
+from voiceagent.conversation.events import Event, Handoff, ToolCall
 from voiceagent.conversation.providers import ToolCallRequest
 from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, HandoffSpec, VoiceSpec
 from voiceagent.conversation.tools import ToolContext, execute_spec, resolve_handoff
-
-if TYPE_CHECKING:
-    from voiceagent.conversation.engine import AgentDirectory, TurnContext
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -67,6 +64,12 @@ class HandoffOutcome:
     def announced(self) -> bool:
         return self.spec.type == "announced"
 
+    @property
+    def line(self) -> str:
+        """What an announced handoff's target says: its return greeting when the caller comes back."""
+        agent = self.context.agent
+        return agent.return_greeting if self.returning and agent.return_greeting else agent.greeting
+
 
 async def open_session(
     store: SessionStore,
@@ -104,12 +107,17 @@ def agent_voice(agent: AgentSpec, default: VoiceSpec) -> VoiceSpec:
     )
 
 
-def handoff_line(agent: AgentSpec, returning: bool) -> str:
-    """What an announced handoff's target says: its return greeting when the caller comes back."""
-    return agent.return_greeting if returning and agent.return_greeting else agent.greeting
+def history_lines(turns: list[Turn]) -> Iterator[tuple[str, str]]:
+    """The history as (role, text) lines for a model: what was said, and tool results as notes."""
+    for turn in turns:
+        if turn.role in ("user", "assistant"):
+            yield turn.role, turn.content
+        elif turn.role == "tool":
+            yield "system", f"Earlier, tool {turn.tool_name} returned: {turn.content}"
 
 
-def _error_content(kind: str, message: str) -> str:
+def error_content(kind: str, message: str) -> str:
+    """A tool call's output when it was not run (or not to the end): an error the model can read."""
     return json.dumps({"error": {"type": kind, "message": message}})
 
 
@@ -160,7 +168,7 @@ async def run_tool_round(
         return None
     call = handoffs[0]
     for extra in handoffs[1:]:  # one handoff per round; tell the model about the others
-        reply(extra, _error_content("ignored", "one handoff at a time"))
+        reply(extra, error_content("ignored", "one handoff at a time"))
     try:
         args = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:
@@ -169,7 +177,7 @@ async def run_tool_round(
         ctx.handoff_map, ctx.agent.name, call.name, args if isinstance(args, dict) else {}
     )
     if handoff is None:
-        content = _error_content(
+        content = error_content(
             "invalid_handoff", f"{call.name} does not lead to another agent of this scenario"
         )
         reply(call, content)
@@ -218,32 +226,3 @@ async def record_tool(
         )
     )
     await host.add_turn(Turn(role="tool", content=content, agent=agent, tool_name=call.name))
-
-
-def drop_oldest_input(conv: Any, buffer: Any, what: str) -> None:
-    """Make room in a full input buffer by dropping its oldest chunk; every 50th drop tells the
-    client (an ``input_overflow`` error), so a caller whose audio is lost knows it."""
-    buffer.popleft()
-    conv.dropped_frames += 1
-    if conv.dropped_frames % 50 == 1:
-        message = f"{what}; dropped {conv.dropped_frames} chunks"
-        conv.channel.put_nowait(Error(conv.session_id, code="input_overflow", message=message))
-
-
-def cancel_other_tasks(tasks) -> None:
-    """Cancel ``tasks`` except the running one (close() may run inside a conversation's own task)."""
-    current = asyncio.current_task()
-    for task in tasks:
-        if task is not None and task is not current and not task.done():
-            task.cancel()
-
-
-async def end_session(conv) -> None:
-    """The common end of a conversation: state saved, history flushed, ``ended`` emitted, stream closed."""
-    if conv.state is not None:
-        with contextlib.suppress(Exception):
-            await conv.store.save(conv.state)
-        with contextlib.suppress(Exception):
-            await conv.store.flush()
-    conv.channel._append(StateChange(conv.session_id, state="ended", agent=conv._agent_name()))
-    conv.channel.close()

@@ -11,7 +11,7 @@ import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from voiceagent.conversation.engine import AgentDirectory, TurnContext, resolve_tools
+from voiceagent.conversation.context import AgentDirectory, TurnContext, resolve_tools
 from voiceagent.conversation.providers import ChatChunk, ChatRequest, ProviderError, ToolCallRequest
 from voiceagent.conversation.session import SessionState
 from voiceagent.conversation.specs import AgentSpec, HandoffMap, ScenarioSpec, VoiceSpec

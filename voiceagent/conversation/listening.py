@@ -1,0 +1,205 @@
+"""The cascade's listening side: caller audio -> VAD -> utterances -> STT -> final transcripts.
+
+A mixin of :class:`~voiceagent.conversation.engine.Conversation`. ``push_audio`` -> ``_feed`` ->
+``_on_frame`` run inline for every 20 ms frame of every call, so they stay flat: no task hop,
+queue or extra call per frame beyond the VAD. A speech frame while the agent is busy is a
+barge-in; ``VAD_SILENCE_TIMEOUT`` of silence (or the agent's override) ends the utterance, whose
+task feeds a streaming STT and hands the final text to ``_start_turn``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from voiceagent.conversation.core import CoreConfig
+from voiceagent.conversation.events import Error, EventChannel, Transcript
+from voiceagent.conversation.providers import STTProvider, STTStream
+from voiceagent.conversation.specs import AgentSpec
+
+logger = logging.getLogger("voiceagent.conversation")
+
+
+@dataclass
+class ListeningConfig(CoreConfig):
+    """How caller audio is framed and cut into utterances."""
+
+    frame_ms: int = 20
+    sample_rate: int = 16000  # what VAD and STT work at
+    input_queue_frames: int = 500  # audio kept from before start() (10 s of 20 ms frames); oldest dropped
+    preroll_frames: int = 15  # audio kept from before speech started (300 ms)
+    max_utterance_frames: int = 3000  # 60 s
+
+
+class VADLike(Protocol):
+    def is_speech(self, frame: bytes) -> bool: ...
+
+
+@dataclass
+class _Utterance:
+    frames: asyncio.Queue = field(default_factory=lambda: asyncio.Queue())
+    task: asyncio.Task | None = None
+    frames_in: int = 0
+
+
+class CascadeListening:
+    """Caller audio to final transcripts (its state lives on the conversation)."""
+
+    session_id: str
+    config: ListeningConfig
+    channel: EventChannel
+    stt: STTProvider
+    vad: VADLike
+    closed: bool
+    paused: bool
+    turn_ended_at: float | None
+    _current_agent: AgentSpec | None
+
+    if TYPE_CHECKING:  # the conversation's own (declared here only for type checkers)
+
+        def loop_time(self) -> float: ...
+
+        async def emit(self, event: Any) -> None: ...
+
+        def _agent_busy(self) -> bool: ...
+
+        def _barge_in(self, cause: str) -> None: ...
+
+        def _start_turn(self, text: str) -> None: ...
+
+        def _drop_oldest(self, buffer: deque, what: str) -> None: ...
+
+    def _init_listening(self) -> None:
+        config = self.config
+        self._early: deque[tuple[bytes, int]] = deque()  # audio pushed before start(), processed there
+        self._listening = False
+        self._utterance: _Utterance | None = None
+        self._preroll: deque[bytes] = deque(maxlen=config.preroll_frames)
+        self._silence_ms = 0
+        self._frame_bytes = config.sample_rate * config.frame_ms // 1000 * 2
+        self._resamplers: dict[int, Any] = {}
+        self._chunk = bytearray()
+
+    def _begin_listening(self) -> None:
+        """The session is open: process the audio pushed before, then each push at once."""
+        early, self._early = self._early, deque()
+        self._listening = True
+        for pcm, rate in early:
+            self._feed(pcm, rate)
+
+    def push_audio(self, pcm: bytes, sample_rate: int = 16000) -> bool:
+        """Caller audio (PCM16 mono), processed at once: resampled, framed, VAD, handed to the
+        utterance. Synchronous and cheap (no task hop per frame: at hundreds of conversations a
+        queue and a task wake-up per 20 ms frame cost more loop time than the VAD itself). Audio
+        pushed before ``start()`` is kept (at most ``input_queue_frames`` chunks, oldest dropped)
+        and processed when listening begins."""
+        if self.closed or self.paused or not pcm:
+            return False
+        if not self._listening:
+            if len(self._early) >= self.config.input_queue_frames:
+                self._drop_oldest(self._early, "audio before the start is too long")
+            self._early.append((pcm, sample_rate))
+            return True
+        try:
+            self._feed(pcm, sample_rate)
+        except Exception:  # a bug here must not reach the transport nor deafen the session silently
+            logger.exception("caller audio could not be processed")
+            return False
+        return True
+
+    def _feed(self, pcm: bytes, rate: int) -> None:
+        if rate != self.config.sample_rate:
+            resampler = self._resamplers.get(rate)
+            if resampler is None:
+                from voiceagent.speech.audio import StreamResampler
+
+                resampler = self._resamplers[rate] = StreamResampler(rate, self.config.sample_rate)
+            pcm = resampler.process(pcm).tobytes()
+        size = self._frame_bytes
+        if not self._chunk and len(pcm) == size:  # the usual case: one whole frame, no copy
+            self._on_frame(pcm)
+            return
+        self._chunk += pcm
+        while len(self._chunk) >= size:
+            frame = bytes(self._chunk[:size])
+            del self._chunk[:size]
+            self._on_frame(frame)
+
+    def _on_frame(self, frame: bytes) -> None:
+        if self.paused:
+            return
+        speech = self.vad.is_speech(frame)
+        if speech and self._agent_busy():
+            self._barge_in("speech")
+        utterance = self._utterance
+        if utterance is None:
+            if not speech:
+                self._preroll.append(frame)
+                return
+            utterance = self._utterance = _Utterance()
+            for old in self._preroll:
+                utterance.frames.put_nowait(old)
+            self._preroll.clear()
+            utterance.task = asyncio.get_running_loop().create_task(self._run_utterance(utterance))
+            self._silence_ms = 0
+        if utterance.frames_in < self.config.max_utterance_frames:
+            utterance.frames.put_nowait(frame)
+            utterance.frames_in += 1
+        self._silence_ms = 0 if speech else self._silence_ms + self.config.frame_ms
+        if (
+            self._silence_ms >= self._silence_timeout()
+            or utterance.frames_in >= self.config.max_utterance_frames
+        ):
+            self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
+            utterance.frames.put_nowait(None)  # end of turn
+            self._utterance = None
+            self._silence_ms = 0
+
+    def _silence_timeout(self) -> int:
+        agent = self._current_agent
+        if agent is not None and agent.vad_silence_timeout_ms:
+            return agent.vad_silence_timeout_ms
+        return self.config.silence_timeout_ms()
+
+    async def _run_utterance(self, utterance: _Utterance) -> None:
+        stream: STTStream | None = None
+        try:
+            stream = await self.stt.open(self.config.language, self._on_interim)
+            while True:
+                frame = await utterance.frames.get()
+                if frame is None:
+                    break
+                await stream.push(frame)
+            text = (await stream.finish()).strip()
+            stream = None
+        except asyncio.CancelledError:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    await stream.cancel()
+            raise
+        except Exception as exc:  # STT failure: report; the next utterance opens a fresh stream
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    await stream.cancel()
+            await self.emit(
+                Error(self.session_id, code="stt_error", message=f"speech recognition failed: {exc}")
+            )
+            logger.warning("stt failed: %s", exc)
+            return
+        if text:
+            await self.emit(Transcript(self.session_id, text=text, final=True))
+            self._start_turn(text)
+
+    def _on_interim(self, text: str) -> None:
+        if text and not self.closed:
+            self.channel.put_nowait(Transcript(self.session_id, text=text, final=False))
+
+    def _cancel_utterance(self) -> None:
+        if self._utterance is not None and self._utterance.task is not None:
+            self._utterance.task.cancel()
+        self._utterance = None
+        self._silence_ms = 0
