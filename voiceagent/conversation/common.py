@@ -20,7 +20,7 @@ from voiceagent.conversation.context import AgentDirectory, TurnContext
 from voiceagent.conversation.events import Event, Handoff, ToolCall
 from voiceagent.conversation.providers import ToolCallRequest
 from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
-from voiceagent.conversation.specs import AgentSpec, HandoffSpec, VoiceSpec
+from voiceagent.conversation.specs import HandoffSpec
 from voiceagent.conversation.tools import ToolContext, execute_spec, resolve_handoff
 
 logger = logging.getLogger("voiceagent.conversation")
@@ -96,15 +96,6 @@ async def open_session(
     state.active_agent = ctx.agent.name
     await persist(store.save(state), "saving the session state", session_id)
     return state, history, ctx
-
-
-def agent_voice(agent: AgentSpec, default: VoiceSpec) -> VoiceSpec:
-    """The agent's voice, each unset field taken from the configured default."""
-    return VoiceSpec(
-        agent.voice.name or default.name,
-        agent.voice.style or default.style,
-        agent.voice.rate or default.rate,
-    )
 
 
 def history_lines(turns: list[Turn]) -> Iterator[tuple[str, str]]:

@@ -25,11 +25,11 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Required, TypedDict
 
-from voiceagent.conversation.common import agent_voice, open_session, persist
+from voiceagent.conversation.common import open_session, persist
 from voiceagent.conversation.context import AgentDirectory, TurnContext
 from voiceagent.conversation.events import Error, Event, EventChannel, StateChange, StopAudio, Transcript
 from voiceagent.conversation.session import SessionState, SessionStore, Turn
-from voiceagent.conversation.specs import AgentSpec, VoiceSpec
+from voiceagent.conversation.specs import AgentSpec, VoiceSpec, resolve_voice
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
 from voiceagent.logging import session_id_var
 
@@ -227,7 +227,7 @@ class ConversationCore(abc.ABC):
         await self.emit(StateChange(self.session_id, state=name, agent=agent or self._agent_name()))
 
     def voice_for(self, agent: AgentSpec) -> VoiceSpec:
-        return agent_voice(agent, self.config.default_voice())
+        return resolve_voice(agent.voice, self.config.default_voice)
 
     def _agent_name(self) -> str:
         return self.state.active_agent if self.state is not None else ""
