@@ -100,12 +100,7 @@ class BrowserConversationConsumer(AudioSocket):
         self.relay.end_if_live(self.session_id, f"disconnected ({code})")
 
     # --- inbound ------------------------------------------------------------------------------------
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.closing:
-            return
-        if (refusal := self.over_limit(text_data, bytes_data)) is not None:
-            await self.finish(*refusal)
-            return
+    async def decode(self, text_data: str | None, bytes_data: bytes | None) -> None:
         try:
             if bytes_data is not None:
                 await self._audio(bytes_data, self.config.input_rate)

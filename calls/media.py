@@ -279,12 +279,7 @@ class MediaStreamConsumer(AudioSocket):
             await self._session_event("session_ended", {"reason": reason, "session_id": self.session_id})
 
     # --- inbound ------------------------------------------------------------------------------------
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.closing:
-            return
-        if (refusal := self.over_limit(text_data, bytes_data)) is not None:
-            await self.finish(*refusal)
-            return
+    async def decode(self, text_data: str | None, bytes_data: bytes | None) -> None:
         if bytes_data is not None:
             self._drop("binary", "binary frames are not part of the media stream")
             return

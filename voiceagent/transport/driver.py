@@ -15,10 +15,10 @@ events become their frames. Everything else lives here once, in :class:`AudioSoc
   (:mod:`.relay`, which keeps the live-session registry) gets its queue out;
 - paced playback of agent audio for wires that play what they get (:mod:`.playback`).
 
-The codec subclasses :class:`AudioSocket` and fills the hooks (``on_audio``, ``on_event``,
-``agent_ended``, ``conversation_lost``, ``pump_failed``, ``farewell``, ``ended``). The hot path
-stays the codec's: a frame goes ``receive`` -> :meth:`over_limit` (a plain call) -> the engine,
-with no task, queue or copy in between.
+The codec subclasses :class:`AudioSocket` and fills the hooks (``decode``, ``on_audio``,
+``on_event``, ``agent_ended``, ``conversation_lost``, ``pump_failed``, ``farewell``, ``ended``).
+The hot path: a frame goes :meth:`receive` -> :meth:`over_limit` (a plain call) -> the codec's
+``decode`` -> the engine, with no task, queue or copy in between.
 """
 
 from __future__ import annotations
@@ -102,6 +102,15 @@ class AudioSocket(LeanWebSocket):
         if self.counted:
             self.counted = False
             tracker.closed(self.transport)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Every inbound message: nothing once the socket is ending, the limits, then the codec."""
+        if self.closing:
+            return
+        if (refusal := self.over_limit(text_data, bytes_data)) is not None:
+            await self.finish(*refusal)
+            return
+        await self.decode(text_data, bytes_data)
 
     def over_limit(self, text_data: str | None, bytes_data: bytes | None) -> tuple[int, str] | None:
         """(close code, reason) when this message breaks the size or rate limit, else None."""
@@ -272,6 +281,9 @@ class AudioSocket(LeanWebSocket):
             await asyncio.sleep(min(remaining, 5.0))
 
     # --- the codec's hooks --------------------------------------------------------------------------
+    async def decode(self, text_data: str | None, bytes_data: bytes | None) -> None:
+        """One inbound message within the limits -> engine calls (the wire codec's job)."""
+
     async def on_audio(self, event: Event) -> None:
         """Agent audio -> the wire (paced wires: into :attr:`playback`)."""
         self.playback.push_pcm(event.pcm, event.sample_rate)

@@ -62,7 +62,7 @@ class Echo(AudioSocket):
     seen: list[str]
 
     async def connect(self) -> None:
-        self.limit_messages(16, 1000, 1.0)
+        self.limit_messages(16, 10, 1.0)
         await self.accept()
         try:
             self.take_slot(self.limit)
@@ -75,10 +75,7 @@ class Echo(AudioSocket):
         if self.idle_s:
             self.watch_idle(self.idle_s)
 
-    async def receive(self, text_data=None, bytes_data=None) -> None:
-        if (refusal := self.over_limit(text_data, bytes_data)) is not None:
-            await self.finish(*refusal)
-            return
+    async def decode(self, text_data, bytes_data) -> None:
         await self.conversation.push_text(text_data)
 
     async def on_audio(self, event) -> None:
@@ -153,7 +150,7 @@ async def test_a_busy_process_refuses_with_1013_and_counts_nothing(conversations
     ("messages", "code", "reason"),
     [
         (["x" * 17], 1009, "message too big: 17 bytes, the limit is 16"),
-        (["hi"] * 1001, 1008, "too many messages: the limit is 1000 per second"),
+        (["hi"] * 50, 1008, "too many messages: the limit is 10 per second"),
     ],
 )
 async def test_inbound_limits_close_the_socket_and_end_the_conversation(
