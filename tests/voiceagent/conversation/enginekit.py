@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 
@@ -69,8 +70,49 @@ def make_registry() -> ToolRegistry:
     return registry
 
 
-class Harness:
+class ConversationDriver:
+    """What drives either pipeline in a test: caller audio in, every event collected."""
+
+    wait_s = 3.0  # how long ``until`` waits by default
+
+    conv: Any
+
+    def __init__(self) -> None:
+        self.events: list = []
+        self._reader: asyncio.Task | None = None
+
+    async def _read(self):
+        async for event in self.conv.events():
+            self.events.append(event)
+
+    def speak(self, speech_frames: int = 10, silence_frames: int = 15) -> None:
+        for _ in range(speech_frames):
+            self.conv.push_audio(TONE, RATE)
+        for _ in range(silence_frames):
+            self.conv.push_audio(SILENCE, RATE)
+
+    async def until(self, predicate, timeout: float | None = None):
+        async with asyncio.timeout(self.wait_s if timeout is None else timeout):
+            while not predicate(self):
+                await asyncio.sleep(0.005)
+
+    def kinds(self, *, skip_audio: bool = True, skip_deltas: bool = True) -> list[str]:
+        out = []
+        for e in self.events:
+            if skip_audio and e.kind == "Audio":
+                continue
+            if skip_deltas and e.kind == "AgentResponse" and not e.final:
+                continue
+            out.append(describe(e))
+        return out
+
+    def of(self, kind: str) -> list:
+        return [e for e in self.events if e.kind == kind]
+
+
+class Harness(ConversationDriver):
     def __init__(self, script=(), texts=(), tts: InstantTTS | None = None, silence_ms: int = 200, **config):
+        super().__init__()
         self.registry = make_registry()
         self.store = InMemorySessionStore()
         self.stt = ScriptedSTT(texts)
@@ -90,8 +132,6 @@ class Harness:
             registry=self.registry,
             config=cfg,
         )
-        self.events: list = []
-        self._reader: asyncio.Task | None = None
 
     async def __aenter__(self):
         await self.conv.start()
@@ -102,21 +142,6 @@ class Harness:
         await self.conv.close()
         if self._reader:
             await asyncio.wait_for(self._reader, 2)
-
-    async def _read(self):
-        async for event in self.conv.events():
-            self.events.append(event)
-
-    def speak(self, speech_frames: int = 10, silence_frames: int = 15) -> None:
-        for _ in range(speech_frames):
-            self.conv.push_audio(TONE, RATE)
-        for _ in range(silence_frames):
-            self.conv.push_audio(SILENCE, RATE)
-
-    async def until(self, predicate, timeout: float = 3.0):
-        async with asyncio.timeout(timeout):
-            while not predicate(self):
-                await asyncio.sleep(0.005)
 
     async def idle(self, timeout: float = 3.0):
         """Wait until the conversation is listening again with no response running."""
@@ -130,19 +155,6 @@ class Harness:
             timeout,
         )
         await asyncio.sleep(0.02)
-
-    def kinds(self, *, skip_audio: bool = True, skip_deltas: bool = True) -> list[str]:
-        out = []
-        for e in self.events:
-            if skip_audio and e.kind == "Audio":
-                continue
-            if skip_deltas and e.kind == "AgentResponse" and not e.final:
-                continue
-            out.append(describe(e))
-        return out
-
-    def of(self, kind: str) -> list:
-        return [e for e in self.events if e.kind == kind]
 
 
 def describe(e) -> str:

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from enginekit import AGENTS, SCENARIO, describe, make_registry
+from enginekit import AGENTS, RATE, SCENARIO, TONE, ConversationDriver, make_registry
 from realtime_peer import Call, Drop, Fail, RealtimePeer, Say
 from servers import free_port
 
@@ -20,10 +20,6 @@ from voiceagent.conversation.testing import StaticDirectory
 from voiceagent.llm.realtime import OpenAIRealtimeClient, VoiceLiveClient
 
 KEY = "live-test-key-0123456789"
-RATE = 16000
-FRAME = RATE * 20 // 1000
-TONE = (np.sin(np.arange(FRAME) * 2 * np.pi * 440 / RATE) * 8000).astype("<i2").tobytes()
-SILENCE = bytes(FRAME * 2)
 KINDS = ["voicelive", "openai"]
 
 
@@ -49,8 +45,11 @@ def make_client(
     return OpenAIRealtimeClient("gpt-realtime", api_key=KEY, base_url=f"{base}/v1", connect_timeout=timeout)
 
 
-class LiveHarness:
+class LiveHarness(ConversationDriver):
+    wait_s = 5.0
+
     def __init__(self, client, *, agents=AGENTS, store=None, **config):
+        super().__init__()
         self.registry = make_registry()
         self.store = store or InMemorySessionStore()
         self.directory = StaticDirectory(agents, SCENARIO, self.registry)
@@ -66,8 +65,6 @@ class LiveHarness:
             registry=self.registry,
             config=cfg,
         )
-        self.events: list = []
-        self._reader: asyncio.Task | None = None
 
     async def __aenter__(self):
         self._reader = asyncio.create_task(self._read())
@@ -79,21 +76,6 @@ class LiveHarness:
         if self._reader:
             await asyncio.wait_for(self._reader, 3)
         await self.client.close()
-
-    async def _read(self):
-        async for event in self.conv.events():
-            self.events.append(event)
-
-    def speak(self, speech_frames: int = 10, silence_frames: int = 15) -> None:
-        for _ in range(speech_frames):
-            self.conv.push_audio(TONE, RATE)
-        for _ in range(silence_frames):
-            self.conv.push_audio(SILENCE, RATE)
-
-    async def until(self, predicate, timeout: float = 5.0):
-        async with asyncio.timeout(timeout):
-            while not predicate(self):
-                await asyncio.sleep(0.005)
 
     async def idle(self, timeout: float = 5.0):
         """Listening again: no response or tool round running, audio played, nothing left to send."""
@@ -127,16 +109,6 @@ class LiveHarness:
             )
         )
         await self.idle()
-
-    def kinds(self) -> list[str]:
-        return [
-            describe(e)
-            for e in self.events
-            if e.kind != "Audio" and not (e.kind == "AgentResponse" and not e.final)
-        ]
-
-    def of(self, kind: str) -> list:
-        return [e for e in self.events if e.kind == kind]
 
 
 @pytest.mark.parametrize("kind", KINDS)
