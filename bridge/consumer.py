@@ -247,6 +247,8 @@ class AudioHookConsumer(AudioSocket):
     async def _on_close(self, message: ClientMessage) -> None:
         reason = message.parameters.get("reason")
         logger.info("AudioHook %s: client closed (%s)", self.session_id, str(reason)[:20])
+        self.closing = True  # the client ends it: no `disconnect` of ours follows its `close`
+        self.playback.drop()
         await self.end_conversation("contact center closed the session")
         await self._message("closed", {})
         await self.close(1000, "closed")

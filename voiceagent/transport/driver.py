@@ -261,6 +261,8 @@ class AudioSocket(LeanWebSocket):
     async def disconnect(self, code: int) -> None:
         """The client has gone (or a hook failed): end the conversation, release, drain the relay."""
         self.closing = True
+        if self.playback is not None:
+            self.playback.drop()  # nobody to play it to: a pump waiting for it to drain goes on
         await self.end_conversation(self.gone_reason.format(code=code))
         self.cancel_tasks()
         self.release_slot()
