@@ -12,7 +12,7 @@ import dataclasses
 from agents_app.catalog import catalog, scenario_from_record, spec_from_values
 from agents_app.definitions import prompt_variables, render_prompt
 from agents_app.sessions import db_call
-from voiceagent.conversation.engine import TurnContext, resolve_tools
+from voiceagent.conversation.context import TurnContext, resolve_tools
 from voiceagent.conversation.session import SessionState
 from voiceagent.conversation.specs import AgentSpec, HandoffMap, ScenarioSpec, VoiceSpec
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry

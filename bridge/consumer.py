@@ -46,7 +46,7 @@ from bridge.protocol import (
     parse_duration,
     select_media,
 )
-from voiceagent.conversation.engine import DTMF_DIGITS
+from voiceagent.conversation.core import DTMF_DIGITS
 from voiceagent.conversation.events import Event
 from voiceagent.errors import UNAVAILABLE, store_name
 from voiceagent.speech.audio import MulawStreamEncoder, ulaw_decode

@@ -43,7 +43,7 @@ from django.conf import settings
 from calls import callmap
 from calls.media_auth import verify_media_token
 from calls.wsauth import authorized, query
-from voiceagent.conversation.engine import DTMF_DIGITS
+from voiceagent.conversation.core import DTMF_DIGITS
 from voiceagent.conversation.events import Event
 from voiceagent.errors import UNAVAILABLE, store_name
 from voiceagent.logging import session_id_var

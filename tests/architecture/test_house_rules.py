@@ -3,7 +3,7 @@ small rooms. A change that breaks one fails here with the offending modules name
 
 from __future__ import annotations
 
-from imports import APPS, import_graph, third_party_imports, upward_imports
+from imports import APPS, cycles, import_graph, large_files, third_party_imports, upward_imports
 
 
 def test_the_runtime_imports_no_app():
@@ -38,3 +38,13 @@ def test_the_engine_knows_no_web_framework():
         for name in names & web
     }
     assert found == set()
+
+
+def test_no_import_cycle():
+    """A circle (even through a lazy import inside a function) means two modules are one job."""
+    assert cycles(import_graph()) == []
+
+
+def test_no_production_file_over_500_lines():
+    """Small rooms: one job a module; split a big one along its seams."""
+    assert large_files(500) == []

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from voiceagent.connections import tracker
-from voiceagent.conversation.engine import ENDED_BY_AGENT
+from voiceagent.conversation.core import ENDED_BY_AGENT
 from voiceagent.conversation.events import Event
 from voiceagent.transport.envelope import envelope, event_payload
 from voiceagent.transport.playback import PacedPlayback

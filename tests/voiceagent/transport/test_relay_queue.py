@@ -69,7 +69,10 @@ async def test_a_phone_stream_is_greeted_while_the_relay_hangs(hung_channel_laye
     await comm.disconnect()
 
 
-async def test_the_queue_is_bounded_and_publishes_in_order():
+async def test_the_queue_is_bounded_and_publishes_in_order(monkeypatch):
+    from voiceagent.transport import relay
+
+    monkeypatch.setattr(relay.presence, "local", 1)  # a dashboard is there: levels are relayed
     published: list[int] = []
     release = asyncio.Event()
 
