@@ -191,6 +191,9 @@ class HistoryTurn(models.Model):
     agent = models.CharField(max_length=64, blank=True, null=True)
     tool_name = models.CharField(max_length=128, blank=True, null=True)
     at = models.FloatField(help_text="epoch seconds")
+    # an assistant turn's timings and usage (voiceagent.conversation.timing); None for other roles
+    latency_ms = models.JSONField(blank=True, null=True)
+    usage = models.JSONField(blank=True, null=True)
 
     class Meta:
         ordering = ["at", "id"]

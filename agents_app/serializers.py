@@ -128,12 +128,51 @@ class ScenarioListSerializer(serializers.Serializer):
     total = serializers.IntegerField()
 
 
+class ToolTimingSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    ms = serializers.FloatField()
+
+
+class TurnLatencySerializer(serializers.Serializer):
+    """Milliseconds per stage of the turn this assistant turn answers; null where the stage did
+    not run (typed text: no stt; live mode: no separate llm/tts stages; the greeting: no
+    end_to_first_audio)."""
+
+    stt = serializers.FloatField(allow_null=True, help_text="final transcript - end of speech")
+    llm_first_token = serializers.FloatField(allow_null=True, help_text="first model chunk - request")
+    tts_first_audio = serializers.FloatField(
+        allow_null=True, help_text="first synthesised audio - first clause sent to synthesis"
+    )
+    end_to_first_audio = serializers.FloatField(
+        allow_null=True, help_text="first agent audio to the transport - end of the caller's turn"
+    )
+    tools = ToolTimingSerializer(many=True, help_text="each tool call's duration")
+    handoff = serializers.FloatField(allow_null=True, help_text="handoff call -> new agent ready")
+    barge_in = serializers.FloatField(
+        allow_null=True, help_text="caller speech detected -> agent audio stopped (interrupted turns)"
+    )
+
+
+class TurnUsageSerializer(serializers.Serializer):
+    """What the turn used; null where not reported (the offline rules engine reports no tokens)
+    or not applicable (realtime audio in cascade mode)."""
+
+    llm_tokens_in = serializers.IntegerField(allow_null=True)
+    llm_tokens_out = serializers.IntegerField(allow_null=True)
+    stt_audio_s = serializers.FloatField(allow_null=True, help_text="caller audio recognised")
+    tts_chars = serializers.IntegerField(allow_null=True, help_text="characters synthesised")
+    realtime_audio_in_s = serializers.FloatField(allow_null=True)
+    realtime_audio_out_s = serializers.FloatField(allow_null=True)
+
+
 class HistoryTurnSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=["user", "assistant", "tool", "system"])
     content = serializers.CharField()
     agent = serializers.CharField(allow_null=True)
     at = serializers.CharField()
     tool_name = serializers.CharField(required=False)
+    latency_ms = TurnLatencySerializer(required=False, help_text="assistant turns")
+    usage = TurnUsageSerializer(required=False, help_text="assistant turns")
 
 
 class SessionHandoffSerializer(serializers.Serializer):

@@ -85,6 +85,7 @@ def history(session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
             "agent": t.agent,
             "at": t.at,
             **({"tool_name": t.tool_name} if t.tool_name else {}),
+            **({"latency_ms": t.latency_ms, "usage": t.usage} if t.latency_ms is not None else {}),
         }
         for t in turns
     ]
@@ -114,6 +115,8 @@ def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str |
         agent=turn.agent,
         tool_name=turn.tool_name,
         at=turn.at,
+        latency_ms=turn.latency_ms,
+        usage=turn.usage,
     )
     Session.objects.filter(session_id=session_id).update(last_activity_at=_now())
 
@@ -263,6 +266,8 @@ def _write_batch(batch: list[tuple]) -> None:
                     agent=turn.agent,
                     tool_name=turn.tool_name,
                     at=turn.at,
+                    latency_ms=turn.latency_ms,
+                    usage=turn.usage,
                 )
             )
         else:
@@ -330,6 +335,8 @@ class DjangoSessionStore:
                 agent=r["agent"],
                 tool_name=r.get("tool_name"),
                 at=r["at"],
+                latency_ms=r.get("latency_ms"),
+                usage=r.get("usage"),
             )
             for r in rows
         ]

@@ -290,13 +290,13 @@ class OpenAIPeer(ThreadedAsgiServer):
         model = record.deployment or str(record.body.get("model") or self.models[0])
         if record.body.get("stream"):
             return StreamingResponse(
-                self._sse(scripted, completion_id, model),
+                self._sse(scripted, completion_id, model, record.body.get("stream_options") or {}),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache", "x-request-id": completion_id},
             )
         return JSONResponse(_completion(scripted, completion_id, model))
 
-    async def _sse(self, scripted: Text | ToolCalls, completion_id: str, model: str):
+    async def _sse(self, scripted: Text | ToolCalls, completion_id: str, model: str, options: dict):
         created = int(time.time())
 
         def event(delta: dict, finish_reason: str | None = None) -> bytes:
@@ -337,6 +337,12 @@ class OpenAIPeer(ThreadedAsgiServer):
             if scripted.chunk_delay:
                 await asyncio.sleep(scripted.chunk_delay)
         yield event({}, scripted.finish_reason)
+        if options.get("include_usage"):  # as OpenAI: a last chunk with no choices, the usage
+            usage = {"prompt_tokens": 1, "completion_tokens": max(1, len(deltas) - 1)}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created}
+            chunk.update(model=model, choices=[], usage=usage)
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
     async def _models(self, request: Request) -> Response:

@@ -469,6 +469,7 @@ class PeerConnection:
                 for index, call in enumerate(calls):
                     output.append(await self._call(rid, index, call))
             done = {"id": rid, "object": "realtime.response", "status": status, "output": output}
+            done["usage"] = {"total_tokens": 12, "input_tokens": 8, "output_tokens": 4}  # as the API
             if details is not None:
                 done["status_details"] = details
             await self.emit({"type": "response.done", "response": done})

@@ -10,6 +10,7 @@ each call's output to its model. What they share as a running conversation is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -21,6 +22,7 @@ from voiceagent.conversation.events import Event, Handoff, ToolCall
 from voiceagent.conversation.providers import ToolCallRequest
 from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import HandoffSpec
+from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.tools import ToolContext, execute_spec, resolve_handoff
 
 logger = logging.getLogger("voiceagent.conversation")
@@ -45,6 +47,7 @@ class ToolHost(Protocol):
     state: SessionState | None
     store: SessionStore
     directory: AgentDirectory
+    clock: TurnClock
 
     async def emit(self, event: Event) -> None: ...
 
@@ -158,6 +161,7 @@ async def run_tool_round(
     if not handoffs:
         return None
     call = handoffs[0]
+    began = asyncio.get_running_loop().time()
     for extra in handoffs[1:]:  # one handoff per round; tell the model about the others
         reply(extra, error_content("ignored", "one handoff at a time"))
     try:
@@ -194,13 +198,16 @@ async def run_tool_round(
         )
     )
     new_ctx = await host.directory.context(state)
+    host.clock.current().handoff_ms = round((asyncio.get_running_loop().time() - began) * 1000.0, 3)
     return HandoffOutcome(spec=handoff, call=call, returning=returning, context=new_ctx)
 
 
 async def record_tool(
     host: ToolHost, agent: str, call: ToolCallRequest, value: Any, ok: bool, duration: float, content: str
 ) -> None:
-    """A ``ToolCall`` event and a ``tool`` history turn for one executed (or refused) call."""
+    """A ``ToolCall`` event, a ``tool`` history turn and the turn's tool timing for one executed
+    (or refused) call."""
+    host.clock.current().tool(call.name, duration)
     try:
         args = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:

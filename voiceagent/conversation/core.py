@@ -27,9 +27,18 @@ from typing import Any, ClassVar, Required, TypedDict
 
 from voiceagent.conversation.common import open_session, persist
 from voiceagent.conversation.context import AgentDirectory, TurnContext
-from voiceagent.conversation.events import Error, Event, EventChannel, StateChange, StopAudio, Transcript
+from voiceagent.conversation.events import (
+    Error,
+    Event,
+    EventChannel,
+    StateChange,
+    StopAudio,
+    Transcript,
+    TurnMetrics,
+)
 from voiceagent.conversation.session import SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec, resolve_voice
+from voiceagent.conversation.timing import TurnClock, TurnReport, TurnTiming, notify
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
 from voiceagent.logging import session_id_var
 
@@ -111,6 +120,8 @@ class ConversationCore(abc.ABC):
         self.close_reason: str | None = None
         self.dropped_frames = 0
         self.turn_ended_at: float | None = None  # the end-of-turn decision (latency metrics start here)
+        self.clock = TurnClock()  # per-turn timings and usage (voiceagent.conversation.timing)
+        self._interrupted: list[tuple[str, str | None, TurnTiming | None]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rids = itertools.count(1)
         self._seq = itertools.count(1)
@@ -179,6 +190,7 @@ class ConversationCore(abc.ABC):
         if not text or self.closed:
             return
         self._barge_in("text")
+        self.clock.user_turn(asyncio.get_running_loop().time(), speech=False)
         await self.emit(Transcript(self.session_id, text=text, final=True))
         await self._answer_text(text)
 
@@ -256,6 +268,22 @@ class ConversationCore(abc.ABC):
                 self._persist(self._persist_tail, turn)
             )
 
+    def _add_assistant_turn(self, text: str, agent: str | None, timing: TurnTiming | None) -> None:
+        """The agent's words as heard, with their turn's timings and usage; the turn is reported
+        (a ``TurnMetrics`` event, the process's turn observers). Inside a barge-in it waits until
+        ``StopAudio`` is queued, so that the interrupted turn carries its reaction time."""
+        if self._interrupted is not None:
+            self._interrupted.append((text, agent, timing))
+            return
+        closed = self.clock.close(timing)
+        latency, usage = closed.result()
+        self._add_turn(Turn(role="assistant", content=text, agent=agent, latency_ms=latency, usage=usage))
+        index = self.clock.closed_count
+        self.channel.put_nowait(
+            TurnMetrics(self.session_id, latency_ms=latency, usage=usage, turn_index=index, agent=agent or "")
+        )
+        notify(TurnReport(self.session_id, self.transport, agent, index, latency, usage, dict(closed.marks)))
+
     async def _persist(self, previous: asyncio.Task | None, turn: Turn) -> None:
         if previous is not None and not previous.done():
             await asyncio.wait([previous])
@@ -278,13 +306,23 @@ class ConversationCore(abc.ABC):
     # --- barge-in and the end of a response ------------------------------------------------------------
     def _barge_in(self, cause: str) -> None:
         """Stop the agent NOW (synchronously, within the current frame or event): its response and
-        its not-yet-taken audio; ``StopAudio`` when audio was out; what was heard is committed."""
+        its not-yet-taken audio; ``StopAudio`` when audio was out; what was heard is committed,
+        with the reaction time (speech detected -> ``StopAudio`` queued)."""
         if self._loop is None or not self._agent_busy():
             return
         now = self.loop_time()
-        rid, audio_out, stopped = self._interrupt(now)
-        if audio_out:
-            self.channel._append(StopAudio(self.session_id, reason="barge_in", response_id=rid))
+        self._interrupted = []
+        try:
+            rid, audio_out, stopped = self._interrupt(now)
+            if audio_out:
+                self.channel._append(StopAudio(self.session_id, reason="barge_in", response_id=rid))
+        finally:
+            interrupted, self._interrupted = self._interrupted, None
+        reaction = (self.loop_time() - now) * 1000.0
+        for text, agent, timing in interrupted:
+            if timing is not None and audio_out:
+                timing.barge_in_ms = round(reaction, 3)
+            self._add_assistant_turn(text, agent, timing)
         self.playback_end = now
         self.active_rid = None
         if stopped is not None:  # per turn at most: DEBUG, the event stream tells clients anyway

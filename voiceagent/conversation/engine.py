@@ -165,7 +165,7 @@ class Conversation(CascadeListening, ConversationCore):
     def _new_response(self) -> tuple[int, Speaker]:
         rid = next(self._rids)
         self.active_rid = rid
-        speaker = self._speaker = Speaker(self, rid)
+        speaker = self._speaker = Speaker(self, rid, self.clock.current())
         return rid, speaker
 
     async def _speak_line(self, text: str, agent: AgentSpec) -> None:
@@ -212,7 +212,7 @@ class Conversation(CascadeListening, ConversationCore):
             return
         if now != float("inf") and text != speaker.all_spoken():
             text += " …"  # interrupted here
-        self._add_turn(Turn(role="assistant", content=text, agent=agent))
+        self._add_assistant_turn(text, agent, speaker.timing)
 
     async def _respond(self, user_text: str) -> None:
         """One user turn: history, LLM rounds with tools and handoffs, streamed speech."""
@@ -292,12 +292,15 @@ class Conversation(CascadeListening, ConversationCore):
         parts: list[str] = []
         calls: list[ToolCallRequest] = []
         first = True
+        timing = speaker.timing
+        timing.mark("llm_request", self.loop_time())  # the first round's (marks keep their first)
         try:
             async with asyncio.timeout(self.config.llm_timeout_s):
                 async for chunk in self.chat.stream(request):
                     if chunk.text:
                         if first:
                             first = False
+                            timing.mark("llm_first_token", self.loop_time())
                             await self._set_state("speaking", agent.name)
                         parts.append(chunk.text)
                         await self.emit(
@@ -312,7 +315,11 @@ class Conversation(CascadeListening, ConversationCore):
                         for clause in splitter.push(chunk.text):
                             await speaker.say(clause, agent)
                     if chunk.tool_calls:
+                        timing.mark("llm_first_token", self.loop_time())
                         calls.extend(chunk.tool_calls)
+                    if chunk.usage is not None:
+                        timing.add("llm_tokens_in", chunk.usage.input_tokens)
+                        timing.add("llm_tokens_out", chunk.usage.output_tokens)
         except asyncio.CancelledError:
             raise
         except (ProviderError, TimeoutError, Exception) as exc:  # the conversation goes on

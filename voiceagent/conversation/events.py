@@ -91,6 +91,18 @@ class StateChange(Event):
 
 
 @dataclass(frozen=True)
+class TurnMetrics(Event):
+    """A turn closed with its assistant turn: its ``latency_ms`` and ``usage`` as stored in the
+    history (keys in :mod:`voiceagent.conversation.timing`); ``turn_index`` counts this
+    conversation's measured turns from 1."""
+
+    latency_ms: dict[str, Any]
+    usage: dict[str, Any]
+    turn_index: int
+    agent: str = ""
+
+
+@dataclass(frozen=True)
 class Error(Event):
     code: str  # llm_error | tts_error | stt_error | tool_error | input_overflow | ...
     message: str

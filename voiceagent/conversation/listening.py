@@ -20,6 +20,7 @@ from voiceagent.conversation.core import CoreConfig
 from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
+from voiceagent.conversation.timing import TurnClock
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -57,6 +58,7 @@ class CascadeListening:
     closed: bool
     paused: bool
     turn_ended_at: float | None
+    clock: TurnClock
     _current_agent: AgentSpec | None
 
     if TYPE_CHECKING:  # the conversation's own (declared here only for type checkers)
@@ -155,6 +157,8 @@ class CascadeListening:
             or utterance.frames_in >= self.config.max_utterance_frames
         ):
             self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
+            heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
+            self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
             utterance.frames.put_nowait(None)  # end of turn
             self._utterance = None
             self._silence_ms = 0
@@ -191,6 +195,7 @@ class CascadeListening:
             logger.warning("stt failed: %s", exc)
             return
         if text:
+            self.clock.transcribed(self.loop_time())
             await self.emit(Transcript(self.session_id, text=text, final=True))
             self._start_turn(text)
 

@@ -122,6 +122,7 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         self._partials: dict[str, str] = {}
         self._playing_rid = 0
         self._tool_rounds = 0
+        self._speech_started_ms: int | None = None  # the server VAD's, for the audio heard
         self._reader: asyncio.Task | None = None
         self._writer: asyncio.Task | None = None
         self._tool_task: asyncio.Task | None = None
@@ -339,7 +340,9 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
             self._open_items.remove(item)
         text = item.heard(now)
         if text:
-            self._add_turn(Turn(role="assistant", content=text, agent=item.agent))
+            if item.timing is not None:
+                item.timing.add("realtime_audio_out_s", item.total_ms / 1000.0)
+            self._add_assistant_turn(text, item.agent, item.timing)
 
     def _agent_busy(self) -> bool:
         working = self._tool_task is not None and not self._tool_task.done()

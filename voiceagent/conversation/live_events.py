@@ -22,6 +22,7 @@ from voiceagent.conversation.common import error_content
 from voiceagent.conversation.core import words_heard
 from voiceagent.conversation.events import AgentResponse, Audio, Error, EventChannel, StateChange, Transcript
 from voiceagent.conversation.providers import ToolCallRequest
+from voiceagent.conversation.timing import TurnClock, TurnTiming
 from voiceagent.llm.realtime import SAMPLE_RATE
 
 logger = logging.getLogger("voiceagent.conversation.live")
@@ -43,6 +44,7 @@ class AssistantItem:
     parts: list[str] = field(default_factory=list)
     text: str | None = None  # the final transcript
     committed: bool = False
+    timing: TurnTiming | None = None  # the turn it answers (its response's)
 
     @property
     def total_ms(self) -> float:
@@ -80,6 +82,7 @@ class LiveResponse:
     calls: dict[str, ToolCallRequest] = field(default_factory=dict)
     items: dict[str, AssistantItem] = field(default_factory=dict)
     cancelled: bool = False
+    timing: TurnTiming | None = None
 
 
 class RealtimeEvents:
@@ -91,6 +94,8 @@ class RealtimeEvents:
     playback_end: float
     active_rid: int | None
     turn_ended_at: float | None
+    clock: TurnClock
+    _speech_started_ms: int | None
     responses_requested: int
     late_deltas_dropped: int
     _state_name: str | None
@@ -155,9 +160,15 @@ class RealtimeEvents:
 
     async def _on_speech_started(self, event: dict[str, Any]) -> None:
         self._barge_in("speech")
+        started = event.get("audio_start_ms")
+        self._speech_started_ms = started if isinstance(started, int) else None
 
     async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
         self.turn_ended_at = self.loop_time()
+        start, end = self._speech_started_ms, event.get("audio_end_ms")
+        heard_s = (end - start) / 1000.0 if isinstance(end, int) and start is not None else None
+        timing = self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
+        timing.add("realtime_audio_in_s", heard_s)
 
     async def _on_transcription_delta(self, event: dict[str, Any]) -> None:
         item = str(event.get("item_id") or "")
@@ -171,6 +182,7 @@ class RealtimeEvents:
         text = str(event.get("transcript") or "").strip()
         if not text:
             return
+        self.clock.transcribed(self.loop_time())
         await self.emit(Transcript(self.session_id, text=text, final=True))
         self._user_turn(text)
         if self._state_name == "listening":
@@ -190,6 +202,7 @@ class RealtimeEvents:
         self.responses_requested = max(0, self.responses_requested - 1)
         rid = next(self._rids)
         response = LiveResponse(id=str(body.get("id") or f"local-{rid}"), rid=rid, agent=self._agent_name())
+        response.timing = self.clock.current()
         self._responses[response.id] = response
         self._current = response
         self.active_rid = rid
@@ -203,7 +216,9 @@ class RealtimeEvents:
         key = str(item_id or f"{response.id}-item")
         item = response.items.get(key)
         if item is None:
-            item = response.items[key] = AssistantItem(id=key, rid=response.rid, agent=response.agent)
+            item = response.items[key] = AssistantItem(
+                id=key, rid=response.rid, agent=response.agent, timing=response.timing
+            )
             self._open_items.append(item)
         return item
 
@@ -236,6 +251,8 @@ class RealtimeEvents:
         start = self.playback_end if self.playback_end > now else now
         if item.start is None:
             item.start = start
+            if item.timing is not None:  # once per item; the mark keeps the response's first
+                item.timing.mark("first_audio_out", now)
         item.audio_bytes += len(pcm)
         self.playback_end = start + len(pcm) / 2 / SAMPLE_RATE
         self._playing_rid = response.rid
@@ -295,6 +312,10 @@ class RealtimeEvents:
             return
         if self._current is response:
             self._current = None
+        usage = body.get("usage")
+        if isinstance(usage, dict) and response.timing is not None:
+            response.timing.add("llm_tokens_in", usage.get("input_tokens"))
+            response.timing.add("llm_tokens_out", usage.get("output_tokens"))
         for output in body.get("output") or ():
             if not (
                 isinstance(output, dict) and output.get("type") == "function_call" and output.get("call_id")

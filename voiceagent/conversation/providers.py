@@ -71,13 +71,23 @@ class ToolCallRequest:
 
 
 @dataclass
+class ChatUsage:
+    """Tokens one model round used, as the server reported them."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass
 class ChatChunk:
-    """One streamed piece: a text delta, or the finished tool calls of this round, or the end."""
+    """One streamed piece: a text delta, or the finished tool calls of this round, or the end
+    (with the round's token ``usage`` when the provider reports it)."""
 
     text: str = ""
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     done: bool = False
     finish_reason: str | None = None
+    usage: ChatUsage | None = None
 
 
 @dataclass

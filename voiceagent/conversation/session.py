@@ -23,13 +23,16 @@ def valid_session_id(value: str | None) -> bool:
 
 @dataclass
 class Turn:
-    """One history entry."""
+    """One history entry; an assistant turn carries its turn's ``latency_ms`` and ``usage``
+    (:mod:`voiceagent.conversation.timing`), other roles None."""
 
     role: Role
     content: str
     agent: str | None = None
     tool_name: str | None = None
     at: float = field(default_factory=time.time)
+    latency_ms: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

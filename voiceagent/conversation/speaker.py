@@ -16,6 +16,7 @@ from voiceagent.conversation.core import words_heard
 from voiceagent.conversation.events import Error, Event
 from voiceagent.conversation.providers import TTSProvider
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec
+from voiceagent.conversation.timing import TurnTiming
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -49,9 +50,10 @@ class Spoken:
 class Speaker:
     """Synthesises clauses in order for one response; tracks what is played when (playback clock)."""
 
-    def __init__(self, conv: SpeakerHost, rid: int):
+    def __init__(self, conv: SpeakerHost, rid: int, timing: TurnTiming):
         self.conv = conv
         self.rid = rid
+        self.timing = timing  # the turn this response belongs to (synthesis marks and usage)
         self.queue: asyncio.Queue[tuple[str, AgentSpec] | None] = asyncio.Queue(maxsize=32)
         self.spoken: list[Spoken] = []
         self.failed = False
@@ -88,12 +90,18 @@ class Speaker:
                 continue
             voice = conv.voice_for(agent)
             start: float | None = None
+            self.timing.mark("tts_request", conv.loop_time())
+            self.timing.add("tts_chars", len(text))
             try:
                 async for pcm in conv.tts.synthesize(text, voice):
                     if conv.active_rid != self.rid or not pcm:
                         continue
                     began = conv.emit_audio(pcm, conv.tts.sample_rate, self.rid)
-                    start = began if start is None else start
+                    if start is None:  # once per clause; the marks keep the response's first
+                        start = began
+                        now = conv.loop_time()
+                        self.timing.mark("tts_first_audio", now)
+                        self.timing.mark("first_audio_out", now)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # TTS failure: the text still goes out, audio stops

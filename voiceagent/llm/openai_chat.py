@@ -8,10 +8,12 @@ true.
 
 Both stream ``chat.completions``: text deltas become ``ChatChunk(text=...)``; tool-call deltas are
 accumulated by their ``index`` and yielded once, complete, as ``ChatChunk(tool_calls=[...])``; the
-round ends with ``ChatChunk(done=True, finish_reason=...)``. Every failure (HTTP status, timeout,
-connection, malformed stream) is raised as :class:`ProviderError` with a short message that never
-contains the key. ``LLM_TIMEOUT`` bounds the wait for the response to start (retries included)
-and each read while it streams; the client retries once (``max_retries=1``).
+round ends with ``ChatChunk(done=True, finish_reason=..., usage=...)``, the tokens from the
+usage chunk ``stream_options.include_usage`` asks for (None when the server sends none). Every
+failure (HTTP status, timeout, connection, malformed stream) is raised as :class:`ProviderError`
+with a short message that never contains the key. ``LLM_TIMEOUT`` bounds the wait for the response
+to start (retries included) and each read while it streams; the client retries once
+(``max_retries=1``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from voiceagent.conversation.providers import ChatChunk, ChatRequest, ProviderError, ToolCallRequest
+from voiceagent.conversation.providers import (
+    ChatChunk,
+    ChatRequest,
+    ChatUsage,
+    ProviderError,
+    ToolCallRequest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +84,10 @@ class _BaseOpenAIChat:
                 raise ProviderError(f"{self.label} did not answer within {self.timeout:g}s") from None
             calls: dict[int, _PartialCall] = {}
             finish_reason: str | None = None
+            usage: ChatUsage | None = None
             async for chunk in stream:
+                if chunk.usage is not None:  # the last chunk (include_usage), its choices empty
+                    usage = ChatUsage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
                 for choice in chunk.choices or ():
                     if choice.index not in (0, None):
                         continue
@@ -91,7 +102,7 @@ class _BaseOpenAIChat:
             if calls:
                 yield ChatChunk(tool_calls=[_complete(calls[i]) for i in sorted(calls)])
                 finish_reason = finish_reason or "tool_calls"
-            yield ChatChunk(done=True, finish_reason=finish_reason or "stop")
+            yield ChatChunk(done=True, finish_reason=finish_reason or "stop", usage=usage)
         except ProviderError:
             raise
         except openai.APITimeoutError:
@@ -155,6 +166,7 @@ class _BaseOpenAIChat:
             "model": self._model_for(request),
             "messages": request.messages,
             "stream": True,
+            "stream_options": {"include_usage": True},
             "timeout": self.timeout,
         }
         if request.tools:

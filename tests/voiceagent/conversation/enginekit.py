@@ -96,10 +96,14 @@ class ConversationDriver:
             while not predicate(self):
                 await asyncio.sleep(0.005)
 
-    def kinds(self, *, skip_audio: bool = True, skip_deltas: bool = True) -> list[str]:
+    def kinds(
+        self, *, skip_audio: bool = True, skip_deltas: bool = True, skip_metrics: bool = True
+    ) -> list[str]:
         out = []
         for e in self.events:
             if skip_audio and e.kind == "Audio":
+                continue
+            if skip_metrics and e.kind == "TurnMetrics":  # checked by test_turn_timing.py
                 continue
             if skip_deltas and e.kind == "AgentResponse" and not e.final:
                 continue
