@@ -7,15 +7,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import test_live
 from enginekit import TONE, Harness
-from realtime_peer import Call, RealtimePeer, Say
-from test_live import KEY, LiveHarness, make_client
+from realtime_peer import Call, Say
+from test_live import LiveHarness, make_client
 
 from voiceagent.conversation import timing
 from voiceagent.conversation.testing import InstantTTS
 from voiceagent.conversation.timing import STAGES, USAGE_KEYS
 
 KINDS = ["voicelive", "openai"]
+peer, _clean_peer = test_live.peer, test_live._clean_peer  # the realtime peer's fixtures
 
 
 def assistant_turns(store) -> list:
@@ -85,14 +87,13 @@ async def test_cascade_handoff():
 
 
 async def test_cascade_barge_in_is_timed_on_the_interrupted_turn():
-    long_reply = " ".join(f"word{i}" for i in range(60)) + "."
-    tts = InstantTTS(ms_per_word=50, chunk_ms=50)
-    async with Harness(script=[long_reply], texts=["tell me a story", "stop"], tts=tts) as h:
+    story = "Once upon a time " * 15
+    async with Harness(script=[story], texts=["a story please"], tts=InstantTTS(ms_per_word=40)) as h:
         await h.idle()
         h.speak()
-        await h.until(lambda h: len(h.of("Audio")) > 5 and h.conv.loop_time() < h.conv.playback_end)
-        await asyncio.sleep(0.3)  # part of the answer has played
-        h.conv.push_audio(TONE, 16000)  # the caller talks over the agent
+        await h.until(lambda h: h.of("TurnMetrics") and h.conv.playback_end - h.conv.loop_time() > 1.0)
+        await asyncio.sleep(0.25)  # some words are heard
+        h.conv.push_audio(TONE, 16000)  # speech over the agent
         await h.until(lambda h: h.of("StopAudio") and len(assistant_turns(h.store)) == 2)
     greeting, interrupted = assistant_turns(h.store)
     assert interrupted.content.endswith("…") and isinstance(interrupted.latency_ms["barge_in"], float)
@@ -100,25 +101,11 @@ async def test_cascade_barge_in_is_timed_on_the_interrupted_turn():
     assert interrupted.latency_ms["end_to_first_audio"] is not None
 
 
-@pytest.fixture(scope="module")
-def peer():
-    with RealtimePeer(api_key=KEY) as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _clean_peer(peer):
-    peer.reset()
-    yield
-    peer.reset()
-
-
 @pytest.mark.parametrize("kind", KINDS)
 async def test_live_spoken_turn_with_a_tool_call(kind, peer):
-    peer.user_says("what is my balance")
-    peer.push(Call("lookup", {"account": "123"}), Say("Your balance is 42 dollars."))
     async with LiveHarness(make_client(kind, peer)) as h:
-        await h.idle()
+        await h.idle()  # the greeting
+        peer.user_says("what is my balance").push(Call("lookup", {"account": "1"}), Say("It is 42."))
         await h.turn()
     greeting, answer = assistant_turns(h.store)
     for turn in (greeting, answer):
