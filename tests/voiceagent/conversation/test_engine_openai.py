@@ -49,6 +49,10 @@ async def test_engine_with_openai_compatible_server():
         await chat.close()
         check(h, peer)
         assert peer.chat_requests()[0].body["model"] == "llama3"
+    # the tokens of both rounds of the turn (tool call, answer), from the include_usage chunk
+    assert peer.chat_requests()[0].body["stream_options"] == {"include_usage": True}
+    answer = [t for t in h.store.turns["s1"] if t.role == "assistant"][1]
+    assert answer.usage["llm_tokens_in"] == 2 and answer.usage["llm_tokens_out"] > 0
 
 
 async def test_engine_with_azure_openai():
