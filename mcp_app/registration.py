@@ -18,6 +18,7 @@ from mcp_app.failures import ServerError
 from mcp_app.server_state import ServerState
 from mcp_app.tools import MCP_SOURCE, assign_names, parameters_schema, result_value
 from voiceagent.conversation.tools import ToolError, ToolRegistry, ToolSpec
+from voiceagent.observability import tracing
 
 logger = logging.getLogger("mcp_app.registration")
 
@@ -44,9 +45,10 @@ class McpToolCall:
 
     async def __call__(self, /, **arguments: Any) -> Any:
         try:
-            result = await self.manager.arun(
-                self.manager.call_tool(self.server, self.tool, arguments, self.timeout)
-            )
+            with tracing.mcp_call(self.server, self.tool):  # on the caller's side: its session's trace
+                result = await self.manager.arun(
+                    self.manager.call_tool(self.server, self.tool, arguments, self.timeout)
+                )
         except ServerError as exc:  # unreachable, lost, refused: the server's trouble, told to the model
             raise ToolError(exc.message) from None
         return result_value(result)

@@ -20,6 +20,7 @@ from voiceagent.contributions import contributions, resolve
 from voiceagent.health.checks import register_check
 from voiceagent.health.views import set_mcp_status_source
 from voiceagent.lifecycle import Lifecycle
+from voiceagent.observability import tracing
 
 logger = logging.getLogger("voiceagent.components")
 _installed: set[int] = set()
@@ -120,6 +121,7 @@ def install(cycle: Lifecycle) -> None:
     cycle.deferred_timeout = settings.CONFIG.SHUTDOWN_DEFERRED_TIMEOUT
     cycle.register("core", "session-cache+channel-layer+appconfig", start=start_core, stop=stop_core)
     cycle.register("core", "auth", start=announce_auth_mode)
+    cycle.register("core", "tracing", start=tracing.start, stop=tracing.stop)
     from voiceagent.runtime import runtime
 
     cycle.register("speech", "speech-providers", start=runtime.start_speech)

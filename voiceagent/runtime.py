@@ -18,6 +18,7 @@ from voiceagent.contributions import contributions
 from voiceagent.conversation.engine import Conversation, EngineConfig
 from voiceagent.conversation.providers import ChatProvider, STTProvider, TTSProvider
 from voiceagent.conversation.specs import VoiceSpec
+from voiceagent.observability import tracing
 
 logger = logging.getLogger("voiceagent.runtime")
 
@@ -236,10 +237,13 @@ class Runtime:
         """
         kind = (mode or "cascade").strip().lower()
         if kind == "live":
-            return self.new_live_conversation(session_id, scenario, transport=transport, agent=agent)
-        if kind == "cascade":
-            return self.new_conversation(session_id, scenario, transport=transport, agent=agent)
-        raise ValueError(f"conversation mode {mode!r} is not one of cascade, live")
+            conversation = self.new_live_conversation(session_id, scenario, transport=transport, agent=agent)
+        elif kind == "cascade":
+            conversation = self.new_conversation(session_id, scenario, transport=transport, agent=agent)
+        else:
+            raise ValueError(f"conversation mode {mode!r} is not one of cascade, live")
+        tracing.conversation_opened(conversation, kind)
+        return conversation
 
 
 runtime = Runtime()

@@ -58,6 +58,7 @@ MIDDLEWARE = [
 # middleware stack: Django's MiddlewareMixin classes each cost a thread hop per request under
 # ASGI, and sessions/CSRF/messages serve only the admin and the web page (voiceagent/asgi.py).
 API_MIDDLEWARE = [
+    "voiceagent.observability.tracing.TracingMiddleware",  # not loaded when tracing is off
     "voiceagent.middleware.RequestIdMiddleware",
     "voiceagent.middleware.ApiSecurityMiddleware",
     "voiceagent.middleware.BodyLimitMiddleware",

@@ -198,7 +198,9 @@ async def run_tool_round(
         )
     )
     new_ctx = await host.directory.context(state)
-    host.clock.current().handoff_ms = round((asyncio.get_running_loop().time() - began) * 1000.0, 3)
+    timing, now = host.clock.current(), asyncio.get_running_loop().time()
+    timing.handoff_ms = round((now - began) * 1000.0, 3)
+    timing.mark("handoff_end", now)  # where traces place the handoff
     return HandoffOutcome(spec=handoff, call=call, returning=returning, context=new_ctx)
 
 
@@ -207,7 +209,7 @@ async def record_tool(
 ) -> None:
     """A ``ToolCall`` event, a ``tool`` history turn and the turn's tool timing for one executed
     (or refused) call."""
-    host.clock.current().tool(call.name, duration)
+    host.clock.current().tool(call.name, duration, at=asyncio.get_running_loop().time())
     try:
         args = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:

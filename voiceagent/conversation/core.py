@@ -130,6 +130,7 @@ class ConversationCore(abc.ABC):
         self._dtmf_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._persist_tail: asyncio.Task | None = None  # the last history write; the next waits for it
+        self.close_hooks: list[Callable[[ConversationCore], None]] = []  # observers of the end (traces)
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def loop_time(self) -> float:
@@ -178,6 +179,11 @@ class ConversationCore(abc.ABC):
         self.channel._append(StateChange(self.session_id, state="ended", agent=self._agent_name()))
         self.channel.close()
         self.log.info("conversation closed: %s", reason)
+        for hook in self.close_hooks:
+            try:
+                hook(self)
+            except Exception:
+                self.log.exception("close hook %r failed", hook)
 
     def events(self) -> AsyncIterator[Event]:
         """The event stream; ends when the conversation closes."""

@@ -119,8 +119,11 @@ class TurnTiming:
         if amount is not None:
             self.usage[key] = (self.usage[key] or 0) + amount
 
-    def tool(self, name: str, ms: float) -> None:
+    def tool(self, name: str, ms: float, at: float | None = None) -> None:
+        """A tool call of ``ms``; ``at`` (its end, loop time) becomes the mark ``tool_end_<n>``."""
         self.tools.append({"name": name, "ms": round(ms, 1)})
+        if at is not None:
+            self.marks[f"tool_end_{len(self.tools)}"] = at
 
     def result(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """(``latency_ms``, ``usage``) as stored with the history turn."""

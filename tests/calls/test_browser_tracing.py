@@ -1,0 +1,97 @@
+"""Traces through a real transport: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at a local OTLP/HTTP
+receiver, a browser-socket conversation (instant providers) and an API request arrive as a tree:
+conversation -> turns -> STT/LLM/TTS, tool and handoff spans, and a server span per request."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from otlp_receiver import OtlpReceiver
+from test_browser_consumer import SILENCE, TONE, connect, is_event, msg, recv, until
+
+from voiceagent.handlers import ApiASGIHandler
+from voiceagent.observability import tracing
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def receiver(monkeypatch):
+    with OtlpReceiver() as peer:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", peer.url)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+        monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+        monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+        assert tracing.setup().startswith(f"OTLP/HTTP to {peer.url}/v1/traces")
+        yield peer
+        tracing.shutdown()
+
+
+def final_response(m) -> bool:
+    return m["type"] == "response" and m["payload"]["final"]
+
+
+async def test_conversation_and_request_spans_arrive_as_a_tree(fake_runtime, receiver):
+    comm = await connect()
+    session_id = (await recv(comm))["session_id"]
+    await comm.send_to(text_data=msg("config", scenario="banking", sample_rate=16000))
+    await comm.send_to(text_data=msg("control", action="start"))
+    await until(comm, final_response)
+    await until(comm, lambda m: m["type"] == "event" and m["payload"].get("state") == "listening")
+    await asyncio.sleep(0.3)  # the greeting plays out
+    for _ in range(10):
+        await comm.send_to(bytes_data=TONE * 2)
+    for _ in range(40):
+        await comm.send_to(bytes_data=SILENCE)
+    await until(comm, final_response)
+    await until(comm, lambda m: m["type"] == "event" and m["payload"].get("state") == "listening")
+    await asyncio.sleep(0.3)
+    fake_runtime.chat.script.extend([[("handoff_auth_agent", {"reason": "lost card"})]])
+    await comm.send_to(text_data=msg("text", text="i lost my card"))
+    await until(comm, is_event("handoff"))
+    await until(comm, final_response)
+    await asyncio.sleep(0.3)  # committed once played
+    await comm.disconnect()
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=ApiASGIHandler()), base_url="http://t"
+    ) as http:
+        answer = await http.get(f"/api/v1/sessions/{session_id}", headers={"X-Request-ID": "trace-1"})
+    await asyncio.to_thread(tracing.shutdown)  # flushes the batch
+
+    spans = receiver.wait_for(lambda s: any(x.name == "conversation" for x in s))
+    by_id = {s.span_id: s for s in spans}
+    (conversation,) = [s for s in spans if s.name == "conversation"]
+    assert conversation.resource["service.name"] == "voiceagent"
+    assert conversation.attributes == {
+        "voiceagent.session_id": session_id,
+        "voiceagent.scenario": "banking",
+        "voiceagent.transport": "browser",
+        "voiceagent.mode": "cascade",
+        "voiceagent.close_reason": conversation.attributes["voiceagent.close_reason"],
+    }
+    turns = sorted((s for s in spans if s.name == "turn"), key=lambda s: s.start_ns)
+    assert len(turns) >= 3  # the greeting, the spoken turn, the typed one with its handoff
+    for turn in turns:
+        assert turn.parent_id == conversation.span_id and turn.trace_id == conversation.trace_id
+        assert conversation.start_ns <= turn.start_ns <= turn.end_ns <= conversation.end_ns
+        assert turn.attributes["voiceagent.session_id"] == session_id
+    stages = [s for s in spans if s.parent_id in {t.span_id for t in turns}]
+    for stage in stages:
+        parent = by_id[stage.parent_id]
+        assert parent.start_ns <= stage.start_ns <= stage.end_ns <= parent.end_ns + 1_000_000
+    names = {s.name for s in stages}
+    assert {"stt", "llm", "tts", "tool handoff_auth_agent", "handoff"} <= names
+    (tool,) = [s for s in stages if s.name == "tool handoff_auth_agent"]
+    assert tool.attributes == {"voiceagent.tool": "handoff_auth_agent"}
+    assert by_id[tool.parent_id].attributes["voiceagent.agent"] in {"concierge", "auth_agent"}
+    spoken = by_id[next(s for s in stages if s.name == "stt").parent_id]
+    assert spoken.attributes["voiceagent.latency_ms.stt"] >= 0
+    assert spoken.attributes["voiceagent.usage.stt_audio_s"] > 0
+    assert spoken.attributes["voiceagent.usage.tts_chars"] > 0
+
+    (request,) = [s for s in spans if s.attributes.get("url.path") == f"/api/v1/sessions/{session_id}"]
+    assert request.kind == 2 and request.parent_id == ""  # SERVER, a root of its own trace
+    assert request.attributes["http.request.method"] == "GET"
+    assert request.attributes["http.response.status_code"] == answer.status_code

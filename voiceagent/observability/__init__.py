@@ -1,0 +1,1 @@
+"""What the service tells about itself: metrics and traces (issue 15)."""
