@@ -1,4 +1,5 @@
-"""Admin for agents, scenarios (handoffs inline), sessions (history read-only) and demo profiles.
+"""Admin for agents, scenarios (handoffs inline), sessions (history read-only, with a conversation
+viewer) and demo profiles.
 
 Forms run the same validators as the file loader (:mod:`agents_app.definitions`) and show their
 problems on the offending field. Saving an edit of a file agent stores it as an override that
@@ -18,6 +19,7 @@ from agents_app.catalog import (
     mcp_server_names,
     template_variables_allowed,
 )
+from agents_app.conversation_view import conversation_rows
 from agents_app.definitions import validate_agent_fields, validate_scenario
 from agents_app.models import (
     AGENT_FIELDS,
@@ -252,9 +254,18 @@ class SessionAdmin(admin.ModelAdmin):
         "last_activity_at",
     )
     inlines = [HistoryInline, HandoffRecordInline]
+    change_form_template = "admin/agents_app/session/change_form.html"
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The session's page, with the conversation viewer (:mod:`agents_app.conversation_view`)."""
+        session = self.get_object(request, object_id)
+        extra_context = dict(extra_context or {})
+        if session is not None:
+            extra_context["conversation"] = conversation_rows(session)
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 @admin.register(HistoryTurn)

@@ -56,4 +56,11 @@ def event_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
         return "event", {"name": "state", "state": event.state, "agent": event.agent}
     if kind == "Error":
         return "error", {"code": event.code, "message": event.message}
+    if kind == "TurnMetrics":
+        return "turn_metrics", {
+            "turn_index": event.turn_index,
+            "agent": event.agent,
+            "latency_ms": event.latency_ms,
+            "usage": event.usage,
+        }
     return None
