@@ -8,7 +8,7 @@ import asyncio
 
 import httpx
 import pytest
-from otlp_receiver import OtlpReceiver
+from otlp_receiver import tracing_into
 from test_browser_consumer import SILENCE, TONE, connect, is_event, msg, recv, until
 
 from voiceagent.handlers import ApiASGIHandler
@@ -19,14 +19,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def receiver(monkeypatch):
-    with OtlpReceiver() as peer:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", peer.url)
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-        monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
-        monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
-        assert tracing.setup().startswith(f"OTLP/HTTP to {peer.url}/v1/traces")
+    with tracing_into(monkeypatch) as peer:
         yield peer
-        tracing.shutdown()
 
 
 def final_response(m) -> bool:

@@ -7,9 +7,11 @@ arrived as plain :class:`ReceivedSpan` records (ids in hex, attributes as Python
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,3 +121,21 @@ class OtlpReceiver(ThreadedAsgiServer):
             await send({"type": "http.response.body", "body": payload})
 
         return app
+
+
+@contextlib.contextmanager
+def tracing_into(monkeypatch) -> Iterator[OtlpReceiver]:
+    """A receiver, and the service's tracing on and exporting to it (flushed and off afterwards)."""
+    from voiceagent.observability import tracing
+
+    with OtlpReceiver() as peer:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", peer.url)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+        monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+        monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+        assert tracing.setup().startswith(f"OTLP/HTTP to {peer.url}/v1/traces")
+        try:
+            yield peer
+        finally:
+            tracing.shutdown()
