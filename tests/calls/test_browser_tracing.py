@@ -10,6 +10,7 @@ import httpx
 import pytest
 from otlp_receiver import tracing_into
 from test_browser_consumer import SILENCE, TONE, connect, is_event, msg, recv, until
+from test_browser_turn_timing import final_response
 
 from voiceagent.handlers import ApiASGIHandler
 from voiceagent.observability import tracing
@@ -23,8 +24,15 @@ def receiver(monkeypatch):
         yield peer
 
 
-def final_response(m) -> bool:
-    return m["type"] == "response" and m["payload"]["final"]
+def listening(m) -> bool:
+    return m["type"] == "event" and m["payload"].get("state") == "listening"
+
+
+async def answered(comm) -> None:
+    """The agent's answer is final and has played out (a turn is committed once played)."""
+    await until(comm, final_response)
+    await until(comm, listening)
+    await asyncio.sleep(0.3)
 
 
 async def test_conversation_and_request_spans_arrive_as_a_tree(fake_runtime, receiver):
@@ -32,21 +40,14 @@ async def test_conversation_and_request_spans_arrive_as_a_tree(fake_runtime, rec
     session_id = (await recv(comm))["session_id"]
     await comm.send_to(text_data=msg("config", scenario="banking", sample_rate=16000))
     await comm.send_to(text_data=msg("control", action="start"))
-    await until(comm, final_response)
-    await until(comm, lambda m: m["type"] == "event" and m["payload"].get("state") == "listening")
-    await asyncio.sleep(0.3)  # the greeting plays out
-    for _ in range(10):
-        await comm.send_to(bytes_data=TONE * 2)
-    for _ in range(40):
-        await comm.send_to(bytes_data=SILENCE)
-    await until(comm, final_response)
-    await until(comm, lambda m: m["type"] == "event" and m["payload"].get("state") == "listening")
-    await asyncio.sleep(0.3)
+    await answered(comm)  # the greeting
+    for frame in [TONE * 2] * 10 + [SILENCE] * 40:  # a spoken turn
+        await comm.send_to(bytes_data=frame)
+    await answered(comm)
     fake_runtime.chat.script.extend([[("handoff_auth_agent", {"reason": "lost card"})]])
     await comm.send_to(text_data=msg("text", text="i lost my card"))
     await until(comm, is_event("handoff"))
-    await until(comm, final_response)
-    await asyncio.sleep(0.3)  # committed once played
+    await answered(comm)
     await comm.disconnect()
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=ApiASGIHandler()), base_url="http://t"
