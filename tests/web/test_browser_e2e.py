@@ -3,6 +3,7 @@ microphone playing a WAV spoken by espeak-ng, against the real service on the of
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import wave
@@ -10,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from servers import ROOT, base_env, free_port, migrate, start, wait_http
+from servers import PYTHON, ROOT, base_env, free_port, migrate, start, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -88,6 +89,41 @@ def launch(pw, wav: Path | None = None):
     )
 
 
+def assert_stored_timing(page, service: str, session: str, shown: str) -> None:
+    """``shown`` ("412 ms") is the rounded ``end_to_first_audio`` of one of the session's assistant
+    turns as the API returns them (the history writer is off the socket path: wait for it)."""
+    ms = int(shown.split()[0])
+    for _ in range(50):
+        history = page.request.get(f"{service}/api/v1/sessions/{session}").json()["history"]
+        stored = {
+            round(t["latency_ms"]["end_to_first_audio"])
+            for t in history
+            if t["role"] == "assistant" and t["latency_ms"]["end_to_first_audio"] is not None
+        }
+        if ms in stored:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"{shown} is none of the stored turns' end_to_first_audio {sorted(stored)}")
+
+
+def admin_login(page, service: str, tmp_path: Path, next_path: str) -> None:
+    """A staff user in the service's database, logged in through the admin's own form."""
+    env = base_env(
+        tmp_path,
+        DJANGO_SUPERUSER_USERNAME="ops",
+        DJANGO_SUPERUSER_EMAIL="ops@example.com",
+        DJANGO_SUPERUSER_PASSWORD="pw-browser-0123456789",
+    )
+    subprocess.run(
+        [PYTHON, "manage.py", "createsuperuser", "--noinput"], cwd=ROOT, env=env, check=True, timeout=60
+    )
+    page.goto(f"{service}/admin/login/?next={next_path}")
+    page.get_by_label("Username").fill("ops")
+    page.get_by_label("Password").fill("pw-browser-0123456789")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"**{next_path}")
+
+
 def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
@@ -118,6 +154,11 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
                 "window.__voice.received.audio > 0 && window.__voice.chunksPlayed > 0", timeout=15_000
             )
             assert page.get_by_role("button", name="Stop microphone").get_attribute("aria-pressed") == "true"
+            # each spoken turn's end of speech -> first agent audio, next to the agent's name
+            timing = page.locator("#transcript li.agent .who .timing").first
+            expect(timing).to_have_text(re.compile(r"^\d+ ms$"), timeout=15_000)
+            session = page.locator("#session").inner_text()
+            assert_stored_timing(page, service, session, timing.inner_text())
             page.screenshot(path=str(ARTIFACTS / "conversation.png"), full_page=True)
             # keyboard: typed input through the text box
             page.locator("#text").focus()
@@ -134,7 +175,25 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
                 0, timeout=10_000
             )
             expect(dashboard.locator("#sessions li")).not_to_have_count(0)
+            # an agent answer it relayed, with its end of turn -> first audio
+            dash_timing = dashboard.locator('#feed li[data-type="response"] .timing').first
+            expect(dash_timing).to_have_text(re.compile(r"^\d+ ms$"), timeout=15_000)
+            assert_stored_timing(page, service, session, dash_timing.inner_text())
             dashboard.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+            # the admin conversation viewer of this session: transcript and the stage waterfall
+            admin = browser.new_page()
+            admin_login(admin, service, tmp_path, f"/admin/agents_app/session/{session}/change/")
+            viewer = admin.locator("#conversation-viewer")
+            expect(viewer.locator("li.user").first).to_contain_text("i lost my", ignore_case=True)
+            expect(viewer.locator("li.handoff").first).to_contain_text("concierge → auth_agent")
+            bars = viewer.locator(".waterfall .bar.end_to_first_audio")
+            expect(bars).not_to_have_count(0)
+            widths = [
+                bars.nth(i).evaluate("b => b.getBoundingClientRect().width") for i in range(bars.count())
+            ]
+            assert all(w >= 0 for w in widths) and max(widths) > 0  # drawn, scaled to the data
+            admin.screenshot(path=str(ARTIFACTS / "admin-viewer.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "failure.png"), full_page=True)
             (ARTIFACTS / "console.log").write_text("\n".join(console))

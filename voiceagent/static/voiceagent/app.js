@@ -95,7 +95,26 @@ function handle(m) {
       $("meter-in").value = p.input; $("meter-out").value = p.output;
       break;
     case "error": showError(`Error ${p.code}: ${p.message}`); break;
+    case "turn_metrics": showTiming(p); break;
   }
+}
+
+/* A turn's figures arrive after its final response: the end of the caller's turn to the agent's
+   first audio goes next to the agent's name on the latest agent line not yet timed. */
+function showTiming(p) {
+  const lines = $("transcript").querySelectorAll("li.agent:not([data-turn])");
+  const li = lines[lines.length - 1];
+  if (!li) return;
+  li.dataset.turn = p.turn_index;
+  const ms = (p.latency_ms || {}).end_to_first_audio;
+  if (typeof ms !== "number") return;  // the greeting, or a stage that did not run
+  const span = document.createElement("span");
+  span.className = "timing";
+  span.title = "end of your turn to the agent's first audio";
+  span.textContent = `${Math.round(ms)} ms`;
+  let who = li.querySelector(".who");
+  if (!who) { who = document.createElement("span"); who.className = "who"; li.prepend(who); }
+  who.append(" · ", span);
 }
 
 function setAgent(name) { if (name) { state.agent = name; $("agent").textContent = name; } }

@@ -62,14 +62,35 @@ function onMessage(m) {
     }
     renderSessions();
   }
+  if (m.type === "turn_metrics") { showTiming(sid, m.payload || {}); return; }
   const text = describe(m);
   if (text && m.type !== "audio_levels") {
     const li = document.createElement("li");
+    li.dataset.sid = sid || ""; li.dataset.type = m.type;
     li.textContent = `${new Date((m.ts || Date.now() / 1000) * 1000).toLocaleTimeString()} ${followed ? "" : "[" + (sid || "").slice(0, 8) + "] "}${text}`;
     $("feed").append(li);
     while ($("feed").children.length > 500) $("feed").firstChild.remove();
     $("feed").scrollTop = $("feed").scrollHeight;
   }
+}
+
+/* A turn's figures follow its final response: its end of caller turn to first agent audio goes on
+   that session's latest response line not yet timed (or a line of its own if that is gone). */
+function showTiming(sid, p) {
+  const ms = (p.latency_ms || {}).end_to_first_audio;
+  const lines = [...$("feed").querySelectorAll('li[data-type="response"]:not([data-turn])')]
+    .filter((li) => li.dataset.sid === (sid || ""));
+  const li = lines[lines.length - 1];
+  if (li) li.dataset.turn = p.turn_index;
+  if (typeof ms !== "number") return;  // the greeting, or a stage that did not run
+  const span = document.createElement("span");
+  span.className = "timing";
+  span.title = "end of the caller's turn to the agent's first audio";
+  span.textContent = `${Math.round(ms)} ms`;
+  if (li) { li.append(" · ", span); return; }
+  const own = document.createElement("li");
+  own.append(`${followed ? "" : "[" + (sid || "").slice(0, 8) + "] "}${p.agent || "agent"} turn ${p.turn_index}: `, span);
+  $("feed").append(own);
 }
 
 function renderSessions() {
