@@ -43,6 +43,7 @@ from mcp_app.servers import ServerPool
 from mcp_app.tool_calls import call_tool
 from mcp_app.tools import assign_names, tool_records
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
+from voiceagent.observability import metrics
 
 logger = logging.getLogger("mcp_app.manager")
 
@@ -232,8 +233,22 @@ class McpManager:
             await conn.close()
 
     async def call_tool(self, server: str, tool: str, arguments: dict, timeout: float | None = None) -> Any:
-        """Call ``tool`` on ``server``; reconnect and retry ONCE on a lost session."""
-        return await call_tool(self._pool, server, tool, arguments, timeout)
+        """Call ``tool`` on ``server``; reconnect and retry ONCE on a lost session. Counted in the
+        metrics by server and outcome (``ok``, ``tool_error``, the failure's kind, ``cancelled``,
+        ``error``)."""
+        outcome = "error"
+        try:
+            result = await call_tool(self._pool, server, tool, arguments, timeout)
+            outcome = "tool_error" if getattr(result, "isError", False) else "ok"
+            return result
+        except ServerError as exc:
+            outcome = exc.kind
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            metrics.mcp_call(server, outcome)
 
     async def check(self, name: str) -> str:
         """Health check one server: ping (or connect); returns the resulting status."""

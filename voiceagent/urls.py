@@ -1,4 +1,4 @@
-"""URL map: everything HTTP under /api/v1, admin at /admin/, the web page at /."""
+"""URL map: everything HTTP under /api/v1, admin at /admin/, Prometheus at /metrics, the web page at /."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -6,6 +6,7 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from voiceagent.health import views as health
+from voiceagent.observability.metrics_view import MetricsView
 
 api_v1 = [
     path("health", health.HealthView.as_view(), name="health"),
@@ -24,6 +25,7 @@ api_v1 = [
 
 urlpatterns = [
     path("api/v1/", include(api_v1)),
+    path("metrics", MetricsView.as_view(), name="metrics"),  # Prometheus: where scrapers look
     path("admin/", admin.site.urls),
     path("", TemplateView.as_view(template_name="index.html"), name="index"),
     path("dashboard", TemplateView.as_view(template_name="dashboard.html"), name="dashboard"),

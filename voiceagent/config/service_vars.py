@@ -50,6 +50,21 @@ SERVICE: tuple[Var, ...] = (
         "`true` serves the OpenAPI schema (`/api/v1/schema/`) and Swagger UI (`/api/v1/docs/`) without "
         "an API key; by default they need one whenever the API does",
     ),
+    V(
+        "METRICS_PUBLIC",
+        "false",
+        boolean,
+        "`true` serves the Prometheus metrics (`/metrics`) without an API key, for a scrape port "
+        "reachable only internally; by default they need one whenever the API does",
+    ),
+    V(
+        "PROMETHEUS_MULTIPROC_DIR",
+        None,
+        string,
+        "Directory where each worker writes its metrics for `/metrics` to add up (emptied by you "
+        "before each start); unset: a fresh one per start under `uvicorn --workers N`, none with "
+        "one process",
+    ),
     V("LOG_LEVEL", "INFO", choice("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", upper=True), "Log level"),
     V(
         "LOG_FORMAT",

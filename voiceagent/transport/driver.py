@@ -14,6 +14,8 @@ events become their frames. Everything else lives here once, in :class:`AudioSoc
   closes it (history flushed), the pump gets two seconds to relay the last events, the relay
   (:mod:`.relay`, which keeps the live-session registry) gets its queue out;
 - paced playback of agent audio for wires that play what they get (:mod:`.playback`).
+- the metrics (:mod:`voiceagent.observability.metrics`): the conversation's start and end, and
+  each of its events but ``Audio`` on its way through the pump.
 
 The codec subclasses :class:`AudioSocket` and fills the hooks (``decode``, ``on_audio``,
 ``on_event``, ``agent_ended``, ``conversation_lost``, ``pump_failed``, ``farewell``, ``ended``).
@@ -32,6 +34,7 @@ from typing import Any
 from voiceagent.connections import tracker
 from voiceagent.conversation.core import ENDED_BY_AGENT
 from voiceagent.conversation.events import Event
+from voiceagent.observability import metrics
 from voiceagent.transport.envelope import envelope, event_payload
 from voiceagent.transport.playback import PacedPlayback
 from voiceagent.transport.ratelimit import MessageRateLimiter
@@ -173,6 +176,7 @@ class AudioSocket(LeanWebSocket):
         if refuse_closed and conversation.closed:
             raise StartFailed("closed", f"it closed at once: {conversation.close_reason}")
         self.conversation = conversation
+        metrics.conversation_started(self.transport, mode)
 
     def run_pump(self) -> None:
         """Start relaying the conversation's events (after the codec has announced the session)."""
@@ -183,6 +187,7 @@ class AudioSocket(LeanWebSocket):
         events; a pump still busy after :data:`PUMP_GRACE_S` is cancelled."""
         conversation, self.conversation = self.conversation, None
         if conversation is not None:
+            metrics.conversation_ended(self.transport)
             try:
                 await conversation.close(reason)
             except Exception:
@@ -197,11 +202,13 @@ class AudioSocket(LeanWebSocket):
     async def pump(self, conversation: Any) -> None:
         """Engine events -> the codec, in order; then the end as the conversation ended."""
         on_audio, on_event = self.on_audio, self.on_event
+        count, transport = metrics.count_event, self.transport  # every event but Audio: one dict lookup
         try:
             async for event in conversation.events():
                 if event.kind == "Audio":
                     await on_audio(event)
                 else:
+                    count(event, transport)
                     await on_event(event)
         except asyncio.CancelledError:
             raise
