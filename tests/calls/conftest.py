@@ -35,3 +35,18 @@ def telephony(peer, catalog_loaded, settings):
     settings.CONFIG = load_config(telephony_env(peer))
     yield peer
     reset_telephony_client()
+
+
+@pytest.fixture
+def live_runtime(fake_runtime):
+    """The instant runtime with its realtime client on a local realtime peer (yielded)."""
+    from realtime_peer import RealtimePeer
+
+    from voiceagent.llm.realtime import OpenAIRealtimeClient
+
+    with RealtimePeer(api_key="rt-key") as peer:
+        client = OpenAIRealtimeClient(
+            "gpt-realtime", api_key="rt-key", base_url=f"{peer.url}/v1", connect_timeout=3
+        )
+        fake_runtime.__dict__["_realtime_client"] = client
+        yield peer

@@ -9,7 +9,9 @@ import asyncio
 import httpx
 import pytest
 from otlp_receiver import tracing_into
+from realtime_peer import Say
 from test_browser_consumer import SILENCE, TONE, connect, is_event, msg, recv, until
+from test_browser_live import start_live
 from test_browser_turn_timing import final_response
 
 from voiceagent.handlers import ApiASGIHandler
@@ -90,3 +92,26 @@ async def test_conversation_and_request_spans_arrive_as_a_tree(fake_runtime, rec
     assert request.kind == 2 and request.parent_id == ""  # SERVER, a root of its own trace
     assert request.attributes["http.request.method"] == "GET"
     assert request.attributes["http.response.status_code"] == answer.status_code
+
+
+async def test_live_conversation_turns_have_a_realtime_stage(fake_runtime, live_runtime, receiver):
+    live_runtime.push(Say("Your card is blocked."))
+    comm = await start_live()
+    await answered(comm)  # the greeting
+    await comm.send_to(text_data=msg("text", text="block my card"))
+    await answered(comm)
+    await comm.disconnect()
+    await fake_runtime.stop_realtime()
+    await asyncio.to_thread(tracing.shutdown)
+
+    spans = receiver.wait_for(lambda s: any(x.name == "conversation" for x in s))
+    (conversation,) = [s for s in spans if s.name == "conversation"]
+    assert conversation.attributes["voiceagent.mode"] == "live"
+    turns = {s.span_id: s for s in spans if s.name == "turn" and s.parent_id == conversation.span_id}
+    (realtime,) = [
+        s for s in spans if s.name == "realtime"
+    ]  # the typed answer (the greeting has no turn end)
+    turn = turns[realtime.parent_id]
+    assert turn.start_ns == realtime.start_ns <= realtime.end_ns <= turn.end_ns
+    assert turn.attributes["voiceagent.usage.llm_tokens_out"] > 0
+    assert not {"llm", "tts"} & {s.name for s in spans if s.parent_id in turns}

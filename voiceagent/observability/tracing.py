@@ -180,6 +180,9 @@ def _on_turn(report: TurnReport) -> None:
     for name, (a, b) in STAGE_SPANS.items():
         if a in marks and b in marks:
             child(name, marks[a], marks[b])
+    live = parent is not None and parent.attributes.get("voiceagent.mode") == "live"
+    if live and "turn_end" in marks and "first_audio_out" in marks:  # one stage: the realtime service's
+        child("realtime", marks["turn_end"], marks["first_audio_out"])
     for i, tool in enumerate(latency.get("tools") or [], start=1):
         end = marks.get(f"tool_end_{i}")
         if end is not None:
