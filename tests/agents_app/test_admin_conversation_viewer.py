@@ -50,17 +50,10 @@ def session(db):
             13.0,
         ),
     ]
-    for role, content, agent, tool, latency, usage, at in turns:
-        HistoryTurn.objects.create(
-            session=session,
-            role=role,
-            content=content,
-            agent=agent,
-            tool_name=tool,
-            latency_ms=latency,
-            usage=usage,
-            at=at,
-        )
+    fields = ("role", "content", "agent", "tool_name", "latency_ms", "usage", "at")
+    HistoryTurn.objects.bulk_create(
+        HistoryTurn(session=session, **dict(zip(fields, t, strict=True))) for t in turns
+    )
     HandoffRecord.objects.create(
         session=session, from_agent="concierge", to_agent="auth_agent", type="announced", at=11.5
     )
