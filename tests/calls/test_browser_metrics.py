@@ -98,3 +98,20 @@ async def test_metrics_count_error_events_by_code(fake_runtime, api_client):
     await comm.disconnect()
     name = "voiceagent_errors_total"
     assert after.value(name, kind="llm_error") - before.value(name, kind="llm_error") == 1
+
+
+async def test_a_conversation_the_agent_ends_is_no_longer_active(fake_runtime, api_client):
+    fake_runtime.chat = ScriptedChat([[("end_conversation", {"reason": "completed"})], "Goodbye."])
+    before = await scrape(api_client)
+    comm = await connect()
+    await recv(comm)
+    await comm.send_to(text_data=msg("text", text="that is all"))
+    await until(comm, is_event("session_ended"), timeout=10)
+    after = await scrape(api_client)
+    await comm.disconnect()
+    for name, labels, made in (
+        ("voiceagent_conversations_total", {"transport": "browser", "mode": "cascade"}, 1),
+        ("voiceagent_tool_calls_total", {"tool": "end_conversation", "outcome": "ok"}, 1),
+        ("voiceagent_active_conversations", {"transport": "browser"}, 0),  # the codec dropped it itself
+    ):
+        assert after.value(name, **labels) - before.value(name, **labels) == made, name

@@ -6,9 +6,10 @@ audio path; each figure is taken at the one point every transport's conversation
 
 - closed turns: a :func:`voiceagent.conversation.timing.observe` subscriber (turns, and the stage
   latencies of :data:`~voiceagent.conversation.timing.STAGES` in the histogram);
-- the transport driver: a conversation's start and end (conversations, active conversations), and
-  every engine event but ``Audio`` through :func:`count_event`, one dict lookup by event type
-  (errors by ``Error.code``, tool calls, handoffs, barge-ins);
+- the transport driver: a conversation's start, and its end through the conversation's close
+  hook (conversations, active conversations); every engine event but ``Audio`` through
+  :func:`count_event`, one dict lookup by event type (errors by ``Error.code``, tool calls,
+  handoffs, barge-ins);
 - MCP calls: :func:`mcp_call`, from ``mcp_app``'s manager (apps call the runtime, not the reverse);
 - the speech pools (clients in use, warm, refusals): sampled from :mod:`voiceagent.speech.pools`
   at each conversation start and end, closed turn, ``Error`` event and scrape.
@@ -79,14 +80,18 @@ observe(on_turn)  # process-wide, once: this module is imported once
 
 
 # --- conversations and their events ---------------------------------------------------------------
-def conversation_started(transport: str, mode: str | None) -> None:
+def conversation_started(conversation: Any, transport: str, mode: str | None) -> None:
+    """A started conversation: counted, and active until it closes, however it closes (a
+    codec may drop it without ending it through the driver: the agent or the service ended it)."""
     kind = "live" if (mode or "").strip().lower() == "live" else "cascade"
     CONVERSATIONS.labels(transport, kind).inc()
-    ACTIVE.labels(transport).inc()
+    if not conversation.closed:
+        ACTIVE.labels(transport).inc()
+        conversation.close_hooks.append(lambda _: _conversation_closed(transport))
     sample_pools()
 
 
-def conversation_ended(transport: str) -> None:
+def _conversation_closed(transport: str) -> None:
     ACTIVE.labels(transport).dec()
     sample_pools()
 

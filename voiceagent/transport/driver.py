@@ -14,8 +14,8 @@ events become their frames. Everything else lives here once, in :class:`AudioSoc
   closes it (history flushed), the pump gets two seconds to relay the last events, the relay
   (:mod:`.relay`, which keeps the live-session registry) gets its queue out;
 - paced playback of agent audio for wires that play what they get (:mod:`.playback`).
-- the metrics (:mod:`voiceagent.observability.metrics`): the conversation's start and end, and
-  each of its events but ``Audio`` on its way through the pump.
+- the metrics (:mod:`voiceagent.observability.metrics`): the conversation's start (its end through
+  its close hook), and each of its events but ``Audio`` on its way through the pump.
 
 The codec subclasses :class:`AudioSocket` and fills the hooks (``decode``, ``on_audio``,
 ``on_event``, ``agent_ended``, ``conversation_lost``, ``pump_failed``, ``farewell``, ``ended``).
@@ -176,7 +176,7 @@ class AudioSocket(LeanWebSocket):
         if refuse_closed and conversation.closed:
             raise StartFailed("closed", f"it closed at once: {conversation.close_reason}")
         self.conversation = conversation
-        metrics.conversation_started(self.transport, mode)
+        metrics.conversation_started(conversation, self.transport, mode)
 
     def run_pump(self) -> None:
         """Start relaying the conversation's events (after the codec has announced the session)."""
@@ -187,7 +187,6 @@ class AudioSocket(LeanWebSocket):
         events; a pump still busy after :data:`PUMP_GRACE_S` is cancelled."""
         conversation, self.conversation = self.conversation, None
         if conversation is not None:
-            metrics.conversation_ended(self.transport)
             try:
                 await conversation.close(reason)
             except Exception:

@@ -21,13 +21,15 @@ from voiceagent.transport.playback import PacedPlayback
 
 
 class ScriptedConversation:
-    """What the driver needs of a conversation: start, events, close (and an input to push)."""
+    """What the driver needs of a conversation: start, events, close with its close hooks (and an
+    input to push)."""
 
     def __init__(self, start: str = "ok"):
         self.start_mode = start
         self.closed = False
         self.close_reason: str | None = None
         self.texts: list[str] = []
+        self.close_hooks: list = []
         self._events: asyncio.Queue = asyncio.Queue()
 
     async def start(self) -> None:
@@ -48,6 +50,8 @@ class ScriptedConversation:
         if not self.closed:
             self.closed, self.close_reason = True, reason
             self._events.put_nowait(None)
+            for hook in self.close_hooks:
+                hook(self)
 
     async def events(self):
         while (event := await self._events.get()) is not None:
