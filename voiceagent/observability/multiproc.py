@@ -27,17 +27,14 @@ import tempfile
 from pathlib import Path
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
+_PROC = Path("/proc")
 logger = logging.getLogger("voiceagent.observability.multiproc")
 
 
 def _start_time(pid: int) -> str | None:
     """The process's start time (clock ticks since boot, Linux), or None when it is not running.
     With the pid it names one process for good: a pid reused later has another start time."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return None
-    except OSError:  # no /proc (macOS): only whether the pid runs
+    if not _PROC.exists():  # no /proc (macOS): only whether the pid runs
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -45,6 +42,10 @@ def _start_time(pid: int) -> str | None:
         except PermissionError:
             pass
         return "0"
+    try:
+        stat = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
     return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name in () may hold spaces
 
 

@@ -53,3 +53,9 @@ def test_directories_of_gone_supervisors_and_gauges_of_dead_workers_are_removed(
     assert multiproc.worker_directory(os.getpid(), base) == mine
     assert not stale.exists() and not reused.exists()
     assert not dead_gauge.exists() and live_gauge.exists() and counter.exists()
+
+
+def test_without_proc_a_running_supervisor_is_still_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(multiproc, "_PROC", tmp_path / "no-proc")  # macOS
+    base = tmp_path / "voiceagent-metrics"
+    assert multiproc.worker_directory(os.getpid(), base) == base / f"{os.getpid()}-0"
