@@ -51,6 +51,13 @@ SERVICE: tuple[Var, ...] = (
         "an API key; by default they need one whenever the API does",
     ),
     V(
+        "METRICS_ENABLED",
+        "true",
+        boolean,
+        "`false` counts nothing and answers `/metrics` with 404: no Prometheus figures are kept "
+        "(turn timings in the history and traces are separate)",
+    ),
+    V(
         "METRICS_PUBLIC",
         "false",
         boolean,

@@ -30,6 +30,7 @@ from voiceagent.conversation.timing import STAGES, TurnReport, observe
 from voiceagent.observability import multiproc
 from voiceagent.speech.pools import POOLS
 
+ENABLED = bool(settings.CONFIG.METRICS_ENABLED)  # off: nothing counted, /metrics is a 404
 MULTIPROC_DIR = multiproc.configure(settings.CONFIG.PROMETHEUS_MULTIPROC_DIR)
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram  # noqa: E402
@@ -76,13 +77,16 @@ def on_turn(report: TurnReport) -> None:
     sample_pools()
 
 
-observe(on_turn)  # process-wide, once: this module is imported once
+if ENABLED:
+    observe(on_turn)  # process-wide, once: this module is imported once
 
 
 # --- conversations and their events ---------------------------------------------------------------
 def conversation_started(conversation: Any, transport: str, mode: str | None) -> None:
     """A started conversation: counted, and active until it closes, however it closes (a
     codec may drop it without ending it through the driver: the agent or the service ended it)."""
+    if not ENABLED:
+        return
     kind = "live" if (mode or "").strip().lower() == "live" else "cascade"
     CONVERSATIONS.labels(transport, kind).inc()
     if not conversation.closed:
@@ -124,6 +128,8 @@ _BY_TYPE: dict[type, Callable[[Any, str], None]] = {
 
 def count_event(event: ev.Event, transport: str) -> None:
     """An engine event on its way to the transport: counted when it is one that counts."""
+    if not ENABLED:
+        return
     handler = _BY_TYPE.get(type(event))
     if handler is not None:
         handler(event, transport)
@@ -131,6 +137,8 @@ def count_event(event: ev.Event, transport: str) -> None:
 
 def mcp_call(server: str, outcome: str) -> None:
     """One MCP tool call: ``ok``, ``tool_error`` (the tool said isError) or the failure's kind."""
+    if not ENABLED:
+        return
     MCP_CALLS.labels(server, outcome).inc()
 
 

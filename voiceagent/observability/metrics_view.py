@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpResponse
+from rest_framework.exceptions import NotFound
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
@@ -42,5 +43,7 @@ class MetricsView(APIView):
         return [] if self.public() else super().get_permissions()
 
     def get(self, request) -> HttpResponse:
+        if not metrics.ENABLED:
+            raise NotFound("metrics are off (METRICS_ENABLED=false)")
         body, content_type = metrics.exposition(request.META.get("HTTP_ACCEPT"))
         return HttpResponse(body, content_type=content_type)

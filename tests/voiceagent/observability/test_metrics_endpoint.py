@@ -48,3 +48,19 @@ def test_metrics_speak_openmetrics_when_asked(api_client):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/openmetrics-text")
     assert response.content.rstrip().endswith(b"# EOF")
+
+
+def test_metrics_off_count_nothing_and_say_so(api_client, monkeypatch):
+    """METRICS_ENABLED=false (read when the module loads): no figure moves, /metrics is a 404."""
+    from voiceagent.conversation.events import Error
+    from voiceagent.observability import metrics
+
+    monkeypatch.setattr(metrics, "ENABLED", False)
+    before = metrics.ERRORS.labels("llm_error")._value.get()
+    metrics.count_event(Error("s1", code="llm_error", message="x"), "browser")
+    metrics.mcp_call("demo", "ok")
+    assert metrics.ERRORS.labels("llm_error")._value.get() == before
+    with override_settings(CONFIG=load_config({}), PRODUCTION=False):
+        response = api_client.get("/metrics")
+    assert response.status_code == 404
+    assert "METRICS_ENABLED=false" in response.json()["detail"]
