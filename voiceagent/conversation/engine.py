@@ -133,6 +133,8 @@ class Conversation(CascadeListening, ConversationCore):
         """Cancel the response (LLM and TTS) and its queued audio; commit what was played by ``now``."""
         rid = self.active_rid
         speaker, self._speaker = self._speaker, None  # handled: a second call (new turn) finds nothing
+        if speaker is not None and speaker.committed:  # played in full and recorded: nothing to stop
+            speaker = None
         audio_out = now < self.playback_end or (speaker is not None and bool(speaker.spoken))
         if rid is not None:
             self.channel.purge(lambda e: isinstance(e, Audio) and e.response_id == rid)
@@ -204,12 +206,15 @@ class Conversation(CascadeListening, ConversationCore):
         return pending
 
     def _commit(self, pending: tuple[int, str, Speaker] | None, now: float) -> None:
+        """A response's heard words into the history, once: a "new turn" barge-in may still find
+        the speaker of an answer already committed while its task saves the state."""
         if pending is None or self.state is None:
             return
         _, agent, speaker = pending
         text = speaker.spoken_until(now)
-        if not text:
+        if not text or speaker.committed:
             return
+        speaker.committed = True
         if now != float("inf") and text != speaker.all_spoken():
             text += " …"  # interrupted here
         self._add_assistant_turn(text, agent, speaker.timing)

@@ -57,6 +57,7 @@ class Speaker:
         self.queue: asyncio.Queue[tuple[str, AgentSpec] | None] = asyncio.Queue(maxsize=32)
         self.spoken: list[Spoken] = []
         self.failed = False
+        self.committed = False  # its words are in the history: never a second time
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"tts-{rid}")
 
     async def say(self, text: str, agent: AgentSpec) -> None:
