@@ -18,9 +18,25 @@ from voiceagent.contributions import contributions
 from voiceagent.conversation.engine import Conversation, EngineConfig
 from voiceagent.conversation.providers import ChatProvider, STTProvider, TTSProvider
 from voiceagent.conversation.specs import VoiceSpec
+from voiceagent.conversation.turn_taking import TurnTaking
 from voiceagent.observability import tracing
 
 logger = logging.getLogger("voiceagent.runtime")
+
+
+def turn_taking_settings() -> TurnTaking:
+    """The global turn-taking settings as configured now (runtime-tunable keys included)."""
+    get = appconfig.get
+    return TurnTaking(
+        min_interruption_ms=get("MIN_INTERRUPTION_MS"),
+        endpointing_min_ms=get("VAD_SILENCE_TIMEOUT"),
+        endpointing_max_ms=get("ENDPOINTING_MAX_MS"),
+        echo_gate_db=get("ECHO_GATE_DB"),
+        filler_after_ms=get("FILLER_AFTER_MS"),
+        reprompt_after_s=get("REPROMPT_AFTER_S"),
+        max_reprompts=get("MAX_REPROMPTS"),
+        max_conversation_s=get("MAX_CONVERSATION_S"),
+    )
 
 
 class Runtime:
@@ -121,6 +137,7 @@ class Runtime:
             llm_timeout_s=config.LLM_TIMEOUT,
             max_tool_rounds=config.MAX_TOOL_ROUNDS,
             silence_timeout_ms=lambda: appconfig.get("VAD_SILENCE_TIMEOUT"),
+            turn_taking=turn_taking_settings,
             default_voice=lambda: VoiceSpec(
                 appconfig.get("TTS_VOICE"), appconfig.get("TTS_STYLE"), appconfig.get("TTS_RATE")
             ),
@@ -178,6 +195,7 @@ class Runtime:
             language=appconfig.get("STT_LANGUAGE"),
             max_tool_rounds=settings.CONFIG.MAX_TOOL_ROUNDS,
             silence_timeout_ms=lambda: appconfig.get("VAD_SILENCE_TIMEOUT"),
+            turn_taking=turn_taking_settings,
             default_voice=lambda: VoiceSpec(
                 appconfig.get("TTS_VOICE"), appconfig.get("TTS_STYLE"), appconfig.get("TTS_RATE")
             ),

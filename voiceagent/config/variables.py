@@ -7,12 +7,14 @@ from .parsing import Var
 from .provider_vars import LLM, REALTIME, SPEECH
 from .service_vars import APPCONFIG, CACHE, MCP, SERVICE
 from .transport_vars import BROWSER, TELEPHONY
+from .turn_taking_vars import TURN_TAKING
 
 VARIABLES: tuple[Var, ...] = (
     *SERVICE,
     *TELEPHONY,
     *LLM,
     *SPEECH,
+    *TURN_TAKING,
     *CACHE,
     *REALTIME,
     *BROWSER,

@@ -40,6 +40,7 @@ from voiceagent.conversation.session import SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec, resolve_voice
 from voiceagent.conversation.timing import TurnClock, TurnReport, TurnTiming, notify
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
+from voiceagent.conversation.turn_taking import TurnTaking, resolve
 from voiceagent.logging import session_id_var
 
 logger = logging.getLogger("voiceagent.conversation")
@@ -60,6 +61,7 @@ class CoreConfig:
     language: str = "en-US"
     silence_timeout_ms: Callable[[], int] = lambda: 500
     default_voice: Callable[[], VoiceSpec] = VoiceSpec
+    turn_taking: Callable[[], TurnTaking] = TurnTaking  # the global defaults, read when used
 
 
 class SessionArgs(TypedDict, total=False):
@@ -195,6 +197,7 @@ class ConversationCore(abc.ABC):
         text = text.strip()
         if not text or self.closed:
             return
+        self._caller_activity()
         self._barge_in("text")
         self.clock.user_turn(asyncio.get_running_loop().time(), speech=False)
         await self.emit(Transcript(self.session_id, text=text, final=True))
@@ -204,6 +207,7 @@ class ConversationCore(abc.ABC):
         """A keypad digit; digits are gathered until ``#`` or a short pause, then become a turn."""
         if self.closed or digit not in DTMF_DIGITS:
             return
+        self._caller_activity()
         if digit != "#":
             self._dtmf.append(digit)
         if self._dtmf_task is not None:
@@ -246,6 +250,20 @@ class ConversationCore(abc.ABC):
 
     def voice_for(self, agent: AgentSpec) -> VoiceSpec:
         return resolve_voice(agent.voice, self.config.default_voice)
+
+    def turn_taking_for(self, agent: AgentSpec | None) -> TurnTaking:
+        """The turn-taking settings of ``agent``: the global ones (read now, so a configuration
+        change applies to the next turn) with its overrides; its silence timeout is the minimum
+        endpointing wait."""
+        defaults = self.config.turn_taking()
+        silence = self.config.silence_timeout_ms()
+        if agent is None:
+            return resolve(None, defaults, silence)
+        return resolve(agent.turn_taking, defaults, agent.vad_silence_timeout_ms or silence)
+
+    def _caller_activity(self) -> None:
+        """The caller spoke, typed or pressed a key (the idle timer starts again)."""
+        return None
 
     def _agent_name(self) -> str:
         return self.state.active_agent if self.state is not None else ""

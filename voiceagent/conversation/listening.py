@@ -75,6 +75,8 @@ class CascadeListening:
 
         def _drop_oldest(self, buffer: deque, what: str) -> None: ...
 
+        def _caller_activity(self) -> None: ...
+
     def _init_listening(self) -> None:
         config = self.config
         self._early: deque[tuple[bytes, int]] = deque()  # audio pushed before start(), processed there
@@ -148,6 +150,7 @@ class CascadeListening:
             self._preroll.clear()
             utterance.task = asyncio.get_running_loop().create_task(self._run_utterance(utterance))
             self._silence_ms = 0
+            self._caller_activity()
         if utterance.frames_in < self.config.max_utterance_frames:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1

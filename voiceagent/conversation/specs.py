@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from voiceagent.conversation.turn_taking import TurnTakingSpec
+
 HandoffType = Literal["announced", "discrete"]
 HANDOFF_TYPES: tuple[str, ...] = ("announced", "discrete")
 GENERIC_HANDOFF_TOOL = "handoff_to_agent"
@@ -58,6 +60,7 @@ class AgentSpec:
     max_tokens: int | None = None
     voice: VoiceSpec = field(default_factory=VoiceSpec)
     vad_silence_timeout_ms: int | None = None
+    turn_taking: TurnTakingSpec = field(default_factory=TurnTakingSpec)  # overrides of the global settings
     source: Source = "file"
     session_id: str | None = None
     origin: str = ""  # where it came from (file path, "admin", "api"), for error messages

@@ -1,0 +1,150 @@
+"""Turn-taking settings and the small judgements made with them: is that an interruption, a
+backchannel, the end of the caller's turn?
+
+Global defaults come from configuration (``MIN_INTERRUPTION_MS``, ``ENDPOINTING_MAX_MS``,
+``FILLER_AFTER_MS``, ``REPROMPT_AFTER_S``, ``MAX_REPROMPTS``, ``MAX_CONVERSATION_S``, ...; the
+README's "Turn-taking" section); an agent's definition may override any of them in its
+``turn_taking`` section (:class:`TurnTakingSpec`, every field ``None`` = the global value) and add
+its own lines (fillers, the re-prompt, the goodbyes). :func:`resolve` merges the two into the
+concrete :class:`TurnTaking` a conversation reads.
+
+Why a lexical end-of-turn rule and a word list for backchannels: both must decide within a frame,
+offline, for every conversation of the process. The peers do the same at their cheapest setting
+(LiveKit's min/max endpointing delay, Pipecat's backchannel filter); a caller whose last words
+are an unfinished clause or part of a number being read gets the maximum wait, everyone else the
+minimum.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+
+__all__ = [
+    "BACKCHANNELS",
+    "DEFAULT_FILLERS",
+    "DEFAULT_GOODBYE",
+    "DEFAULT_REPROMPT",
+    "DEFAULT_TIME_LIMIT_LINE",
+    "TurnTaking",
+    "TurnTakingSpec",
+    "endpoint_ms",
+    "is_backchannel",
+    "resolve",
+]
+
+DEFAULT_FILLERS: tuple[str, ...] = ("One moment while I check that.", "Still checking, thanks for waiting.")
+DEFAULT_REPROMPT = "Are you still there?"
+DEFAULT_GOODBYE = "I haven't heard from you, so I'll end the call now. Goodbye."
+DEFAULT_TIME_LIMIT_LINE = "We've reached the time limit for this call. Thank you for calling, goodbye."
+
+
+@dataclass(frozen=True)
+class TurnTakingSpec:
+    """An agent's overrides (``None`` = the global setting)."""
+
+    min_interruption_ms: int | None = None
+    endpointing_max_ms: int | None = None
+    filler_after_ms: int | None = None
+    fillers: tuple[str, ...] | None = None
+    reprompt_after_s: float | None = None
+    max_reprompts: int | None = None
+    reprompt: str | None = None
+    goodbye: str | None = None
+    max_conversation_s: float | None = None
+    time_limit_line: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnTaking:
+    """The concrete settings one conversation works with (0 disables a timer)."""
+
+    min_interruption_ms: int = 300  # speech over the agent shorter than this does not stop it
+    endpointing_min_ms: int = 500  # silence that ends a complete-sounding turn (VAD_SILENCE_TIMEOUT)
+    endpointing_max_ms: int = 1600  # silence that ends an unfinished clause or a number being read
+    echo_gate_db: float = 10.0  # caller audio this far below the agent's own recent audio is echo
+    filler_after_ms: int = 1000  # a tool still running after this: the agent says a filler
+    fillers: tuple[str, ...] = DEFAULT_FILLERS
+    reprompt_after_s: float = 15.0  # caller silent this long after the agent spoke: re-prompt
+    max_reprompts: int = 2  # re-prompts in a row without an answer before the polite goodbye
+    reprompt: str = DEFAULT_REPROMPT
+    goodbye: str = DEFAULT_GOODBYE
+    max_conversation_s: float = 3600.0  # a conversation's bound; the agent says time_limit_line
+    time_limit_line: str = DEFAULT_TIME_LIMIT_LINE
+
+
+def resolve(spec: TurnTakingSpec | None, defaults: TurnTaking, silence_ms: int | None = None) -> TurnTaking:
+    """The global ``defaults`` with the agent's overrides; ``silence_ms`` (the agent's
+    ``vad_silence_timeout_ms``) replaces the minimum endpointing wait. The maximum is never below
+    the minimum."""
+    merged = defaults
+    if spec is not None:
+        changes = {f.name: getattr(spec, f.name) for f in fields(spec) if getattr(spec, f.name) is not None}
+        if changes:
+            merged = replace(merged, **changes)
+    if silence_ms:
+        merged = replace(merged, endpointing_min_ms=int(silence_ms))
+    if merged.endpointing_max_ms < merged.endpointing_min_ms:
+        merged = replace(merged, endpointing_max_ms=merged.endpointing_min_ms)
+    return merged
+
+
+# --- backchannels -------------------------------------------------------------------------------
+BACKCHANNELS: frozenset[str] = frozenset(
+    {
+        "uh-huh", "uh huh", "uhuh", "mm-hmm", "mm hmm", "mhm", "mmhmm", "mm", "hmm", "mmm", "hm",
+        "okay", "ok", "o.k", "yeah", "yea", "yep", "yes", "right", "sure", "i see", "got it",
+        "alright", "all right", "uh", "um", "ah", "oh", "huh", "aha", "ah ha", "yeah yeah",
+        "okay okay", "right right", "mm-hm", "mm hm", "uh-hum",
+    }
+)  # fmt: skip
+_WORDS = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
+
+
+def is_backchannel(text: str) -> bool:
+    """True when ``text`` (a transcript of speech over the agent) is only acknowledgement or noise:
+    "uh-huh", "okay", "yeah right", "mm hmm" - the caller is listening, not taking the turn."""
+    words = _WORDS.findall(text.lower())
+    if not words or len(words) > 3:
+        return not words
+    phrase = " ".join(words)
+    if phrase in BACKCHANNELS:
+        return True
+    return all(word in BACKCHANNELS for word in words)
+
+
+# --- end of turn --------------------------------------------------------------------------------
+_UNFINISHED_ENDINGS: frozenset[str] = frozenset(
+    {
+        # conjunctions and prepositions: the clause goes on
+        "and", "or", "but", "so", "because", "if", "then", "that", "which", "who", "when", "where",
+        "to", "for", "of", "in", "on", "at", "from", "with", "about", "by", "into", "like", "as",
+        # articles, possessives, copulas and hesitations: the object is still to come
+        "a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "this", "these",
+        "is", "are", "was", "were", "be", "am", "it's", "i'm", "i", "we", "um", "uh", "er", "erm",
+        "hmm", "well", "number", "code", "account", "card", "name", "digits", "than", "is,",
+    }
+)  # fmt: skip
+_NUMBER_WORDS: frozenset[str] = frozenset(
+    {
+        "zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+        "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+        "hundred", "thousand", "double", "triple",
+    }
+)  # fmt: skip
+
+
+def endpoint_ms(text: str, settings: TurnTaking) -> int:
+    """The silence (ms) that ends the caller's turn after saying ``text`` (the latest transcript):
+    the maximum when it stops on an unfinished clause ("my card number is"), a hesitation, or
+    inside a number being read ("4 2 7"), else the minimum."""
+    words = _WORDS.findall(text.lower())
+    if not words:
+        return settings.endpointing_min_ms
+    last = words[-1]
+    if last in _UNFINISHED_ENDINGS or last.isdigit() or last in _NUMBER_WORDS:
+        return settings.endpointing_max_ms
+    if text.rstrip().endswith((",", "-", "...", "…")):
+        return settings.endpointing_max_ms
+    return settings.endpointing_min_ms
