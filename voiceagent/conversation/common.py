@@ -11,6 +11,7 @@ each call's output to its model. What they share as a running conversation is
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -21,9 +22,10 @@ from voiceagent.conversation.context import AgentDirectory, TurnContext
 from voiceagent.conversation.events import Event, Handoff, ToolCall
 from voiceagent.conversation.providers import ToolCallRequest
 from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
-from voiceagent.conversation.specs import HandoffSpec
+from voiceagent.conversation.specs import AgentSpec, HandoffSpec
 from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.tools import ToolContext, execute_spec, resolve_handoff
+from voiceagent.conversation.turn_taking import TurnTaking
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -48,10 +50,18 @@ class ToolHost(Protocol):
     store: SessionStore
     directory: AgentDirectory
     clock: TurnClock
+    playback_end: float  # loop time when the agent audio queued so far has played
 
     async def emit(self, event: Event) -> None: ...
 
     async def add_turn(self, turn: Turn) -> None: ...
+
+    def turn_taking_for(self, agent: AgentSpec | None) -> TurnTaking: ...
+
+
+SayFiller = Callable[[str, AgentSpec], Awaitable[None]]
+"""How a pipeline says a filler line while tools run: into the current response, as a spoken
+line of the agent (an ``AgentResponse`` and its audio; in the history as heard)."""
 
 
 @dataclass
@@ -115,30 +125,75 @@ def error_content(kind: str, message: str) -> str:
     return json.dumps({"error": {"type": kind, "message": message}})
 
 
+async def say_fillers(host: ToolHost, agent: AgentSpec, settings: TurnTaking, say: SayFiller) -> None:
+    """Fill the silence while tools run, until cancelled (when they have answered): once the agent
+    has been quiet for ``filler_after_ms`` (nothing of its audio left to play), it says its first
+    filler; after that one has played and another ``filler_after_ms`` has passed, the next (the
+    list cycles). So no silence while a tool runs lasts much longer than ``filler_after_ms`` plus
+    the synthesis of a short line. 0 or no fillers: never."""
+    after = settings.filler_after_ms / 1000.0
+    if after <= 0 or not settings.fillers:
+        return
+    loop = asyncio.get_running_loop()
+    for line in itertools.cycle(settings.fillers):
+        await asyncio.sleep(after)
+        # the agent's own audio (what it said before the call, the previous filler) plays out first
+        while (left := host.playback_end + after - loop.time()) > 0.001:
+            await asyncio.sleep(left)
+        try:
+            await say(line, agent)
+        except Exception:  # the tools go on; only the filler is lost
+            logger.exception("session %s: a filler could not be said", host.session_id)
+            return
+
+
 async def run_tool_round(
     host: ToolHost,
     ctx: TurnContext,
     calls: list[ToolCallRequest],
     reply: Callable[[ToolCallRequest, str], None],
+    say_filler: SayFiller | None = None,
 ) -> HandoffOutcome | None:
     """Execute one model round's tool calls, handoffs last; every call gets exactly one ``reply``.
 
     Ordinary calls run in order through the registry (a tool not offered to the agent is refused,
-    never run), each with a ``ToolCall`` event and a ``tool`` history turn. Of the handoff calls the
-    first is performed (the others are answered "one handoff at a time"): the state's active agent
-    switches, the handoff is recorded in the store and a ``Handoff`` event emitted. Returns the
-    outcome of that handoff, or ``None`` when the agent stays.
+    never run), each with a ``ToolCall`` event and a ``tool`` history turn; while they run, the
+    pipeline's ``say_filler`` fills silences longer than ``filler_after_ms`` (:func:`say_fillers`),
+    never once they have answered. Of the handoff calls the first is performed (the others are
+    answered "one handoff at a time"): the state's active agent switches, the handoff is recorded
+    in the store and a ``Handoff`` event emitted. Returns the outcome of that handoff, or ``None``
+    when the agent stays.
     """
     assert host.state is not None
-    state = host.state
     handoffs = [c for c in calls if ctx.handoff_map.is_handoff_tool(c.name)]
+    fillers: asyncio.Task | None = None
+    if say_filler is not None and len(handoffs) < len(calls):
+        settings = host.turn_taking_for(ctx.agent)
+        fillers = asyncio.get_running_loop().create_task(say_fillers(host, ctx.agent, settings, say_filler))
+    try:
+        await _run_calls(host, ctx, [c for c in calls if c not in handoffs], reply, fillers)
+    finally:
+        if fillers is not None:
+            fillers.cancel()
+    if not handoffs:
+        return None
+    return await _run_handoff(host, ctx, handoffs, reply)
+
+
+async def _run_calls(
+    host: ToolHost,
+    ctx: TurnContext,
+    calls: list[ToolCallRequest],
+    reply: Callable[[ToolCallRequest, str], None],
+    fillers: asyncio.Task | None,
+) -> None:
+    """The round's ordinary calls, in order; the fillers stop the moment the last one answers."""
+    assert host.state is not None
     tool_ctx = ToolContext(
-        session_id=host.session_id, agent=ctx.agent.name, scenario=ctx.scenario.name, memory=state.memory
+        session_id=host.session_id, agent=ctx.agent.name, scenario=ctx.scenario.name, memory=host.state.memory
     )
     by_name = {t.name: t for t in ctx.tools}
     for call in calls:
-        if call in handoffs:
-            continue
         spec = by_name.get(call.name)
         if spec is None:  # not offered to this agent (or removed since): refuse, never run it
             value: Any = {
@@ -156,10 +211,21 @@ async def run_tool_round(
                 outcome.duration_ms,
                 outcome.to_model_content(),
             )
+        if fillers is not None and call is calls[-1]:
+            fillers.cancel()
         reply(call, content)
         await record_tool(host, ctx.agent.name, call, value, ok, duration, content)
-    if not handoffs:
-        return None
+
+
+async def _run_handoff(
+    host: ToolHost,
+    ctx: TurnContext,
+    handoffs: list[ToolCallRequest],
+    reply: Callable[[ToolCallRequest, str], None],
+) -> HandoffOutcome | None:
+    """The first handoff call of a round performed, the others answered."""
+    assert host.state is not None
+    state = host.state
     call = handoffs[0]
     began = asyncio.get_running_loop().time()
     for extra in handoffs[1:]:  # one handoff per round; tell the model about the others

@@ -349,7 +349,8 @@ class Conversation(CascadeListening, ConversationCore):
         speaker: Speaker,
         rid: int,
     ) -> tuple[TurnContext, bool]:
-        """Execute a round's tool calls (handoffs last). Returns (context to continue with, announced?)."""
+        """Execute a round's tool calls (handoffs last); a slow round's fillers are spoken lines of
+        this response. Returns (context to continue with, announced?)."""
         handoff = await run_tool_round(
             self,
             ctx,
@@ -357,6 +358,7 @@ class Conversation(CascadeListening, ConversationCore):
             lambda call, content: messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": content}
             ),
+            say_filler=lambda line, agent: self._say(speaker, rid, line, agent),
         )
         if handoff is None:
             return ctx, False
