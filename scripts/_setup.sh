@@ -32,13 +32,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Reinstall only when the pinned requirements changed (a stamp per set: runtime, runtime+dev).
 files="requirements.txt${INSTALL_DEV:+ requirements-dev.txt}"
+nodeps=requirements-nodeps.txt  # data-only packages, installed without their dependencies (no torch)
 stamp=".venv/.requirements${INSTALL_DEV:+-dev}.sha"
-want=$(cat $files | sha256sum | cut -d' ' -f1)
+want=$(cat $files $nodeps | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> installing Python packages"
   for f in $files; do args="${args:-} -r $f"; done
   log=$(mktemp)
-  if ! .venv/bin/pip install -q --disable-pip-version-check $args > "$log" 2>&1; then
+  if ! .venv/bin/pip install -q --disable-pip-version-check $args > "$log" 2>&1 \
+    || ! .venv/bin/pip install -q --disable-pip-version-check --no-deps -r "$nodeps" >> "$log" 2>&1; then
     grep -v "^WARNING: Location" "$log" >&2 || true
     echo "==> pip install failed" >&2
     exit 1

@@ -46,9 +46,15 @@ class Runtime:
         self.chat: ChatProvider | None = None
         self.chat_warm: bool | None = None
         self.vad_factory = self._default_vad
+        self.vad_label = "not built yet (startup step 2)"
 
     @staticmethod
     def _default_vad():
+        """The VAD for one new conversation, as VAD_PROVIDER says (Silero: one model per process)."""
+        if settings.CONFIG.VAD_PROVIDER == "silero":
+            from voiceagent.speech.silero_vad import SileroVAD
+
+            return SileroVAD(16000, 20, threshold=appconfig.get("SILERO_THRESHOLD"))
         from voiceagent.speech.vad import VoiceActivityDetector
 
         return VoiceActivityDetector(16000, 20, aggressiveness=settings.CONFIG.VAD_AGGRESSIVENESS)
@@ -57,9 +63,14 @@ class Runtime:
     async def start_speech(self) -> str:
         from voiceagent.speech.factory import build_speech_providers, provider_label
 
+        # first, so VAD_PROVIDER=silero without its model fails this step with that one line
+        self.vad_label = provider_label(await asyncio.to_thread(self._default_vad))
         # on a thread: building loads the offline models (Piper's voice), ~0.5 s of blocking work
         self.stt, self.tts = await asyncio.to_thread(build_speech_providers, settings.CONFIG)
-        return f"stt {provider_label(self.stt)}, tts {provider_label(self.tts)} (pools fill during warmup)"
+        return (
+            f"stt {provider_label(self.stt)}, tts {provider_label(self.tts)}, vad {self.vad_label} "
+            "(pools fill during warmup)"
+        )
 
     async def stop_stt(self) -> None:
         if self.stt is not None:
@@ -127,7 +138,7 @@ class Runtime:
             f"{m['size']} kept warm, up to {m['max_size']})"
             for kind, provider, m in (("stt", self.stt, pools["stt"]), ("tts", self.tts, pools["tts"]))
         )
-        return "healthy", detail
+        return "healthy", f"{detail}, vad {self.vad_label}"
 
     # --- conversations ----------------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:

@@ -66,6 +66,11 @@ class VoiceActivityDetector:
         """Size in bytes of the one frame :meth:`is_speech` accepts (640 for 16 kHz, 20 ms)."""
         return self._frame_bytes
 
+    @property
+    def label(self) -> str:
+        """What decides, for startup logs and ``/readiness`` (``VAD_PROVIDER=webrtc``)."""
+        return f"webrtc (webrtcvad mode {self.aggressiveness}, gate {self.min_rms:g} dBFS)"
+
     def is_speech(self, frame: bytes) -> bool:
         """True when ``frame`` (exactly :attr:`frame_bytes` of PCM16) is loud enough and speech-like."""
         if len(frame) != self._frame_bytes:
