@@ -10,7 +10,8 @@ hooks at the bottom: how it begins (``_open``), says a fixed line (``_speak``), 
 The core owns the rest, once: the session (opened, history kept in order in memory and in the
 store, ended), the event stream, keypad entry, pause/resume, the barge-in skeleton (``StopAudio``
 queued synchronously, the playback clock reset), committing what was heard once it has played,
-and the end of a response (back to listening, or the end when the agent ended the conversation).
+the end of a response (back to listening, or the end when the agent ended the conversation),
+and the caller-silence and length timers (:mod:`~voiceagent.conversation.timers`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from voiceagent.conversation.events import (
 )
 from voiceagent.conversation.session import SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec, resolve_voice
+from voiceagent.conversation.timers import ENDED_BY_AGENT, ConversationTimers
 from voiceagent.conversation.timing import TurnClock, TurnReport, TurnTiming, notify
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
 from voiceagent.conversation.turn_taking import TurnTaking, resolve
@@ -46,7 +48,6 @@ from voiceagent.logging import session_id_var
 logger = logging.getLogger("voiceagent.conversation")
 
 DTMF_DIGITS = frozenset("0123456789*#ABCD")
-ENDED_BY_AGENT = "conversation ended by the agent"
 
 
 @dataclass
@@ -86,7 +87,7 @@ def words_heard(words: list[str], start: float, end: float, now: float, slack: f
     return words[: int(len(words) * (now - start) / (end - start))]
 
 
-class ConversationCore(abc.ABC):
+class ConversationCore(ConversationTimers, abc.ABC):
     """One session's conversation, whatever the pipeline: create, ``await start()``, push, read events."""
 
     log: ClassVar[logging.Logger] = logger
@@ -133,6 +134,7 @@ class ConversationCore(abc.ABC):
         self._tasks: set[asyncio.Task] = set()
         self._persist_tail: asyncio.Task | None = None  # the last history write; the next waits for it
         self.close_hooks: list[Callable[[ConversationCore], None]] = []  # observers of the end (traces)
+        self._init_timers()  # caller silence (re-prompts, goodbye) and the length bound
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def loop_time(self) -> float:
@@ -155,6 +157,8 @@ class ConversationCore(abc.ABC):
         if not await self._open(ctx):
             return
         await self._set_state("listening")
+        self._start_timers(ctx.agent)
+        self._arm_idle()
         if ctx.agent.greeting and not self.history:
             self._speak(ctx.agent.greeting, ctx.agent)
 
@@ -164,6 +168,7 @@ class ConversationCore(abc.ABC):
             return
         self.closed = True
         self.close_reason = reason
+        self._cancel_timers()
         if self._loop is not None:
             self._commit_heard(self.loop_time())
         current = asyncio.current_task()  # close() may run inside one of the conversation's tasks
@@ -195,7 +200,7 @@ class ConversationCore(abc.ABC):
     async def push_text(self, text: str) -> None:
         """Typed input: a final transcript, then the agent's answer."""
         text = text.strip()
-        if not text or self.closed:
+        if not text or self.closed or self._input_refused():
             return
         self._caller_activity()
         self._barge_in("text")
@@ -205,7 +210,7 @@ class ConversationCore(abc.ABC):
 
     def push_dtmf(self, digit: str) -> None:
         """A keypad digit; digits are gathered until ``#`` or a short pause, then become a turn."""
-        if self.closed or digit not in DTMF_DIGITS:
+        if self.closed or digit not in DTMF_DIGITS or self._input_refused():
             return
         self._caller_activity()
         if digit != "#":
@@ -227,8 +232,11 @@ class ConversationCore(abc.ABC):
         await self._set_state("paused")
 
     async def resume(self) -> None:
+        if self._input_refused():  # the time limit's last line: it stays deaf until it closes
+            return
         self.paused = False
         await self._set_state("listening")
+        self._arm_idle()
 
     def _drop_oldest(self, buffer: deque, what: str) -> None:
         """Make room in a full input buffer by dropping its oldest chunk; every 50th drop tells the
@@ -260,10 +268,6 @@ class ConversationCore(abc.ABC):
         if agent is None:
             return resolve(None, defaults, silence)
         return resolve(agent.turn_taking, defaults, agent.vad_silence_timeout_ms or silence)
-
-    def _caller_activity(self) -> None:
-        """The caller spoke, typed or pressed a key (the idle timer starts again)."""
-        return None
 
     def _agent_name(self) -> str:
         return self.state.active_agent if self.state is not None else ""
@@ -353,14 +357,20 @@ class ConversationCore(abc.ABC):
             self.log.debug("barge-in (%s): response %s stopped%s", cause, rid, stopped)
 
     async def _settle(self) -> None:
-        """After a response: back to listening, or the end when the agent ended the conversation."""
-        if self.state is not None and self.state.memory.get("conversation_ended"):
+        """After a response: back to listening (the caller's silence counted from the end of the
+        agent's audio), or the end when the agent ended the conversation (its tool, its goodbye to
+        a silent caller, the time limit) once its last words have played."""
+        ending = self._ending_reason()
+        if ending is None and self.state is not None and self.state.memory.get("conversation_ended"):
+            ending = ENDED_BY_AGENT
+        if ending is not None:
             wait = self.playback_end - self.loop_time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            await self.close(ENDED_BY_AGENT)
+            await self.close(ending)
             return
         await self._set_state("listening")
+        self._arm_idle()
 
     # --- what each pipeline does its own way -----------------------------------------------------------
     @abc.abstractmethod

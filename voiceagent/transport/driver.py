@@ -32,8 +32,8 @@ import time
 from typing import Any
 
 from voiceagent.connections import tracker
-from voiceagent.conversation.core import ENDED_BY_AGENT
 from voiceagent.conversation.events import Event
+from voiceagent.conversation.timers import AGENT_ENDINGS
 from voiceagent.observability import metrics
 from voiceagent.transport.envelope import envelope, event_payload
 from voiceagent.transport.playback import PacedPlayback
@@ -222,7 +222,7 @@ class AudioSocket(LeanWebSocket):
         conversation was lost (the realtime API dropped, an engine error)."""
         if self.closing or conversation is not self.conversation:
             return  # we ended it
-        if conversation.close_reason == ENDED_BY_AGENT:
+        if conversation.close_reason in AGENT_ENDINGS:  # its tool, a silent caller, the time limit
             if self.playback is not None:
                 self.playback.finish_response()
                 await self.playback.drained(DRAIN_DEADLINE_S)
