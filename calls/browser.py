@@ -29,6 +29,7 @@ from django.conf import settings
 from agents_app.sessions import db_call
 from calls.browser_config import ClientError, SessionConfig, sample_rate
 from calls.wsauth import authorized, query
+from voiceagent.conversation.core import DTMF_DIGITS
 from voiceagent.conversation.events import Event
 from voiceagent.conversation.session import valid_session_id
 from voiceagent.errors import UNAVAILABLE
@@ -42,6 +43,7 @@ logger = logging.getLogger("calls.browser")
 
 CONTROL_ACTIONS = ("start", "stop", "pause", "resume", "reset")
 MAX_TEXT_CHARS = 2000
+MAX_DTMF_CHARS = 32  # one keypad entry: a code, an account number; as the phone media stream allows
 RESTART_AFTER_S = 5.0  # a conversation that ended on its own starts again on audio no sooner than this
 
 
@@ -141,13 +143,14 @@ class BrowserConversationConsumer(AudioSocket):
             "audio_data": self._audio_data,
             "control": self._control,
             "config": self._config,
+            "dtmf": self._dtmf,
             "text": self._text,
         }.get(message["type"])
         if handler is None:
             raise ClientError(
                 "unknown_type",
                 f"unknown message type {message['type'][:40]!r}; expected "
-                "audio_data, control, config or text",
+                "audio_data, control, config, dtmf or text",
             )
         await handler(payload)
 
@@ -186,6 +189,22 @@ class BrowserConversationConsumer(AudioSocket):
             await self._start_conversation()
         if self.conversation is not None:
             await self.conversation.push_text(text)
+
+    async def _dtmf(self, payload: dict[str, Any]) -> None:
+        """Keypad digits (the web page's keypad): each goes to ``push_dtmf`` as a phone's tone would,
+        so the engine gathers them until ``#`` or a short pause into one "Keypad entry: N" turn."""
+        digits = payload.get("digits")
+        if not isinstance(digits, str) or not 1 <= len(digits) <= MAX_DTMF_CHARS:
+            raise ClientError("bad_dtmf", f"dtmf needs digits: 1-{MAX_DTMF_CHARS} keypad characters")
+        bad = sorted({ch for ch in digits if ch not in DTMF_DIGITS})
+        if bad:
+            shown = "".join(bad)[:8]
+            raise ClientError("bad_dtmf", f"dtmf.digits may hold only 0-9 * # A B C D, not {shown!r}")
+        if self._ended():
+            await self._start_conversation()
+        if self.conversation is not None:
+            for digit in digits:
+                self.conversation.push_dtmf(digit)
 
     def _ended(self) -> bool:
         """No conversation, or it has ended on its own and its events are still being sent out: the

@@ -7,6 +7,7 @@ The caller is the profile :func:`agents_app.profiles.profile_memory` put in the 
 from __future__ import annotations
 
 import hashlib
+import re
 
 from voiceagent.conversation.tools import ToolContext
 
@@ -46,6 +47,18 @@ def digest(*parts: object) -> str:
 def reference(prefix: str, *parts: object) -> str:
     """A short deterministic reference such as ``"BLK-1A2B3C4D"``, the same for the same parts."""
     return prefix + digest(*parts)[:8].upper()
+
+
+# How the engine words a keypad entry as a caller turn ("Keypad entry: 482913"); a model may pass it on
+# verbatim as a tool argument.
+_KEYPAD_RE = re.compile(r"^\s*keypad entry:\s*(?P<keys>[0-9*#A-D ]+)\s*$", re.IGNORECASE)
+
+
+def keypad_digits(value: str) -> str | None:
+    """The digits of a keypad entry passed as an argument (``"Keypad entry: 0303*1985"`` ->
+    ``"03031985"``), or ``None`` when ``value`` is not one."""
+    match = _KEYPAD_RE.match(value or "")
+    return only_digits(match.group("keys")) if match else None
 
 
 def only_digits(value: str) -> str:

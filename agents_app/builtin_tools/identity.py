@@ -12,7 +12,7 @@ import re
 import unicodedata
 from datetime import date, datetime
 
-from agents_app.builtin_tools.caller import NO_PROFILE_REASON, caller_profile, only_digits
+from agents_app.builtin_tools.caller import NO_PROFILE_REASON, caller_profile, keypad_digits, only_digits
 from voiceagent.conversation.tools import ToolContext
 
 logger = logging.getLogger(__name__)
@@ -29,13 +29,19 @@ def _normalize_name(value: str) -> str:
 
 _DATE_FORMATS = (
     "%Y-%m-%d", "%Y/%m/%d", "%m/%d/%Y", "%m-%d-%Y", "%B %d, %Y", "%B %d %Y", "%d %B %Y",
-    "%b %d, %Y", "%b %d %Y", "%d %b %Y", "%Y%m%d",
+    "%b %d, %Y", "%b %d %Y", "%d %b %Y", "%Y%m%d", "%m%d%Y",
 )  # fmt: skip
+# "%m%d%Y" is a date of birth typed on the keypad (03031985); it never reads as "%Y%m%d", tried first:
+# the month would be the year's first two digits, 19 or 20.
 _ORDINAL_RE = re.compile(r"(\d)(st|nd|rd|th)\b", re.IGNORECASE)
 
 
 def _parse_date(value: str) -> date | None:
-    """A date from ISO ``YYYY-MM-DD`` or a common US / spelled-out form; ``None`` if unreadable."""
+    """A date from ISO ``YYYY-MM-DD``, a common US / spelled-out form or eight digits typed on the
+    keypad (``"Keypad entry: 03031985"``, month first as said in the US); ``None`` if unreadable."""
+    keyed = keypad_digits(value)
+    if keyed is not None:
+        value = keyed
     text = _ORDINAL_RE.sub(r"\1", " ".join(value.replace(",", ", ").split())).replace(" ,", ",")
     text = text.replace(",,", ",")
     for fmt in _DATE_FORMATS:
@@ -60,8 +66,9 @@ async def verify_client_identity(
 
     Args:
         full_name: The caller's first and last name.
-        date_of_birth: Date of birth, preferably as YYYY-MM-DD.
-        ssn_last4: The last four digits of the social security number.
+        date_of_birth: Date of birth, preferably as YYYY-MM-DD (typed on the keypad: MMDDYYYY).
+        ssn_last4: The last four digits of the social security number, said or typed on the keypad
+            (a caller turn "Keypad entry: 1234" is the caller typing 1234).
         client_id: The client number, like CL-12345678.
     """
     memory = ctx.memory

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Literal
 
-from agents_app.builtin_tools.caller import caller_profile, digest, no_profile, only_digits
+from agents_app.builtin_tools.caller import caller_profile, digest, keypad_digits, no_profile, only_digits
 from voiceagent.conversation.tools import ToolContext
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,11 @@ _DIGIT_WORDS = {
 
 
 def _code_digits(code: str) -> str:
-    """Digits of a spoken code: ``"4 8-1 two"`` -> ``"4812"``."""
+    """Digits of a spoken or typed code: ``"4 8-1 two"`` -> ``"4812"``, ``"Keypad entry: 4812"`` ->
+    ``"4812"`` (a model may pass the caller's keypad turn on verbatim)."""
+    keyed = keypad_digits(code)
+    if keyed is not None:
+        return keyed
     out = []
     for token in re.findall(r"[a-z]+|\d", code.casefold()):
         out.append(token if token.isdigit() else _DIGIT_WORDS.get(token, ""))
@@ -69,7 +73,8 @@ def _code_digits(code: str) -> str:
 async def send_mfa_code(ctx: ToolContext, method: Literal["sms", "email"] | None = None) -> dict:
     """Send a one-time verification code to the caller's phone or e-mail on file.
     Only after verify_client_identity succeeded. The result says where the code went (masked);
-    it never contains the code. Then ask the caller to read the code and call verify_mfa_code.
+    it never contains the code. Then ask the caller to read the code out or type it on the keypad,
+    and call verify_mfa_code.
 
     Args:
         method: "sms" or "email"; defaults to the caller's preferred method.
@@ -129,12 +134,13 @@ async def send_mfa_code(ctx: ToolContext, method: Literal["sms", "email"] | None
 
 
 async def verify_mfa_code(ctx: ToolContext, code: str) -> dict:
-    """Check the one-time code the caller read out; on success the caller is fully verified.
-    Digits spoken as words are accepted. After 3 wrong codes the code is invalidated and a new
+    """Check the one-time code the caller read out or typed; on success the caller is fully verified.
+    Digits spoken as words are accepted, and so is a code typed on the keypad: a caller turn
+    "Keypad entry: 482913" is the caller typing 482913. After 3 wrong codes the code is invalidated and a new
     one must be sent with send_mfa_code. Codes expire after 5 minutes.
 
     Args:
-        code: The code exactly as the caller read it, for example "482913".
+        code: The code exactly as the caller read or typed it, for example "482913".
     """
     memory = ctx.memory
     profile = caller_profile(ctx)

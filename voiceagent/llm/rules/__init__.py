@@ -58,7 +58,9 @@ folded, apostrophes dropped ("that's" -> "thats"), other punctuation turned into
 whitespace collapsed. Write patterns for simple spoken English, as the offline STT produces.
 
 Names in templates and ``when`` expressions: ``text`` (normalised last caller utterance), ``raw``,
-``digits`` (the digits spoken in it: "my code is four two one" -> "421"), ``groups`` (named regex
+``digits`` (the digits spoken in it: "my code is four two one" -> "421"; of a keypad turn, the
+digits typed), ``keypad`` (the digits typed when the turn is a keypad entry, ``"Keypad entry:
+421"`` -> ``"421"``, else ``""``: rules that take digits take both), ``groups`` (named regex
 captures), ``memory`` (``ChatRequest.memory``: ``caller_name``, ``caller_profile``,
 ``authenticated``...), ``result`` and ``tool`` (after_tool: the parsed JSON result and the tool
 name), ``results`` (all results of the round by tool name), ``agent``, ``scenario``, ``patterns``,
@@ -71,8 +73,9 @@ name), ``results`` (all results of the round by tool name), ``agent``, ``scenari
   the ``"Earlier, tool <name> returned: <json>"`` system messages the engine replays from
   earlier turns;
 * ``offered(tool)``; ``card(kind_or_last4)``: a card of ``memory.caller_profile``;
-* ``chosen_card()``: the card the caller named ("credit", "debit", "ending in ...") or their only
-  card; ``pick(items)``: the item named by an ordinal in the utterance ("the second one").
+* ``chosen_card()``: the card the caller named ("credit", "debit", "ending in ...", its last four
+  typed on the keypad) or their only card; ``pick(items)``: the item named by an ordinal in the
+  utterance ("the second one").
 
 Filters: ``digits``, ``spoken_date`` ("march third nineteen eighty five" -> "1985-03-03"),
 ``say_date`` ("2024-03-05" -> "March 5"), ``say_amount`` (-41.3 -> "41 dollars and 30 cents"),

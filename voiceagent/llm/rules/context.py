@@ -13,7 +13,7 @@ from typing import Any
 
 from voiceagent.conversation.providers import ChatRequest
 from voiceagent.llm.rules.history import History
-from voiceagent.llm.rules.spoken import normalize, spoken_digits
+from voiceagent.llm.rules.spoken import keypad_entry, normalize, spoken_digits
 
 __all__ = ["template_context"]
 
@@ -33,6 +33,8 @@ def template_context(
     """The names every template and ``when`` expression of this round sees (before a rule adds
     ``groups``, or an after_tool round adds ``tool``, ``result`` and ``results``)."""
     text = conv.user_texts[-1] if conv.user_texts else ""
+    raw = conv.user_raw[-1] if conv.user_raw else ""
+    keypad = keypad_entry(raw)
     memory = request.memory if isinstance(request.memory, Mapping) else {}
     profile = memory.get("caller_profile") if isinstance(memory.get("caller_profile"), Mapping) else {}
     cards = [c for c in profile.get("cards") or [] if isinstance(c, Mapping)]
@@ -65,7 +67,7 @@ def template_context(
     def chosen_card() -> Mapping[str, Any]:
         for utterance in reversed(conv.user_texts):
             number = spoken_digits(utterance)
-            if len(number) >= 4 and re.search(r"\b(ending|ends|last four|card)\b", utterance):
+            if len(number) >= 4 and re.search(r"\b(ending|ends|last four|card|keypad entry)\b", utterance):
                 found = card(number[-4:])
                 if found:
                     return found
@@ -87,8 +89,9 @@ def template_context(
         "scenario": request.scenario,
         "memory": memory,
         "text": text,
-        "raw": conv.user_raw[-1] if conv.user_raw else "",
-        "digits": spoken_digits(text),
+        "raw": raw,
+        "digits": keypad or spoken_digits(text),
+        "keypad": keypad,
         "groups": {},
         "result": {},
         "results": {},

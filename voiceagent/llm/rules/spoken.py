@@ -14,6 +14,8 @@ from datetime import date
 from typing import Any
 
 __all__ = [
+    "KEYPAD_PREFIX",
+    "keypad_entry",
     "normalize",
     "say_amount",
     "say_chars",
@@ -46,6 +48,9 @@ _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 _MONTHS["sept"] = 9
 _NUMERAL_ORDINAL_RE = re.compile(r"^(\d{1,2})(st|nd|rd|th)$")
+# The caller turn a keypad entry becomes (voiceagent.conversation.core: "Keypad entry: 482913").
+KEYPAD_PREFIX = "Keypad entry:"
+_KEYPAD_RE = re.compile(r"^\s*keypad entry:\s*([0-9*#A-D]+)\s*$", re.IGNORECASE)
 _FILLER = {"the", "of", "and", "on", "in", "born", "i", "was", "my", "is", "its", "date", "birth", "a"}
 
 
@@ -55,6 +60,13 @@ def normalize(text: str) -> str:
     folded = "".join(ch for ch in folded if not unicodedata.combining(ch)).casefold()
     folded = folded.replace("'", "").replace("\u2019", "").replace("\u2018", "")
     return " ".join(re.sub(r"[^a-z0-9]+", " ", folded).split())
+
+
+def keypad_entry(text: Any) -> str:
+    """The digits the caller typed when ``text`` is a keypad turn (``"Keypad entry: 4829*13"`` ->
+    ``"482913"``: the star and A-D keys are no digits), else ``""``; a spoken "keypad entry" is none."""
+    match = _KEYPAD_RE.match(str(text or ""))
+    return "".join(ch for ch in match.group(1) if ch.isdigit()) if match else ""
 
 
 def spoken_digits(text: Any) -> str:
