@@ -1,0 +1,411 @@
+"""Turn-taking quality measured on audio (issue 16): one JSON line per VAD (webrtc, silero).
+
+A labelled corpus (bench/turn_taking_corpus.py: synthesised callers in espeak-ng and Piper voices,
+coughs and clicks, babble, keyboard, backchannels, phone echo of the agent's own voice, real
+interruptions, mid-sentence pauses, digits read slowly, plain and slow-tool turns; half of each
+kind in the 8 kHz phone band) is played in real time (20 ms frames paced by the loop clock)
+against the cascade engine with the real offline recogniser (Whisper, built as the speech factory
+builds it), the real offline TTS (Piper), the VAD under test and a scripted chat whose first answer
+is ~9 s long (bench/turn_taking_session.py). Cases run several at once, each in real time.
+
+Figures per VAD (``*_rate`` over the valid cases of the category):
+
+- ``false_stop_rate``: noise, a backchannel or echo over the answer made the agent's audio stop
+  (``StopAudio``), even if it then resumed; ``false_interruption_rate``: ... and it abandoned the
+  answer (no agent audio after the stop, or the engine took the noise as a new caller turn: a chat
+  request with a new caller message); ``noise_turn_rate``: the noise became a caller turn at all;
+- ``missed_interruption_rate``: a real interruption ("wait, stop, ...") did not stop the agent
+  within 1.5 s of the caller's speech onset; ``stop_reaction_ms`` p50/p99 and ``answered_rate``
+  (the interruption became a turn the agent answered);
+- ``premature_end_of_turn_rate``: a caller pausing mid-sentence or reading digits slowly had the
+  turn ended inside a pause (an end-of-turn decision, a chat request or a second final transcript
+  before their speech ended);
+- ``end_of_turn_delay_ms`` p50/p99: end of speech -> the engine's end-of-turn decision
+  (``turn_ended_at``), plain turns; the same after pause cases in ``..._after_pauses``;
+- dead air, slow-tool turns (3-4 s tool): the gaps in the agent's audio (its playback clock:
+  ``emit_audio`` start times and durations, cut at ``StopAudio``) between the end of the caller's
+  turn and the end of the answer; ``dead_air_s_per_conversation`` = their mean total,
+  ``max_dead_air_during_tool_s`` = the longest single gap;
+- ``cpu_ms_per_session_s``: CPU (this process less the bench's own audio mixing, plus the Whisper
+  recogniser process) per second of conversation, with the VAD's own share.
+
+Settings come from the environment like the service's (MIN_INTERRUPTION_MS, ENDPOINTING_MAX_MS,
+VAD_SILENCE_TIMEOUT, ECHO_GATE_DB, FILLER_AFTER_MS, VAD_AGGRESSIVENESS, SILERO_THRESHOLD, ...).
+
+    nice -n 10 .venv/bin/python bench/bench_turn_taking.py [--quick] [--vad webrtc|silero|all]
+        [--per-category 20] [--concurrency 8] [--details FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from turn_taking_corpus import Case, Synth, build_cases  # noqa: E402
+from turn_taking_session import (  # noqa: E402
+    LONG_ANSWER,
+    SHORT_REPLY,
+    TOOL_ANSWER,
+    Record,
+    TimedVAD,
+    make_registry,
+    run_case,
+    settings_config,
+)
+
+from voiceagent.config.loading import load_config  # noqa: E402
+from voiceagent.conversation.turn_taking import TurnTaking  # noqa: E402
+
+MISSED_AFTER_S = 1.5
+CATEGORIES = ("over_agent", "interruption", "pause", "plain", "tool")
+
+
+def turn_taking(config: Any) -> TurnTaking:
+    """The global turn-taking settings, as the runtime reads them (voiceagent.runtime)."""
+    return TurnTaking(
+        min_interruption_ms=config.MIN_INTERRUPTION_MS,
+        endpointing_min_ms=config.VAD_SILENCE_TIMEOUT,
+        endpointing_max_ms=config.ENDPOINTING_MAX_MS,
+        echo_gate_db=config.ECHO_GATE_DB,
+        filler_after_ms=config.FILLER_AFTER_MS,
+        reprompt_after_s=config.REPROMPT_AFTER_S,
+        max_reprompts=config.MAX_REPROMPTS,
+        max_conversation_s=config.MAX_CONVERSATION_S,
+    )
+
+
+def silero_available() -> str | None:
+    """None when the Silero provider can run here, else why not."""
+    if importlib.util.find_spec("voiceagent.speech.silero_vad") is None:
+        return "voiceagent/speech/silero_vad.py is not present"
+    try:
+        from voiceagent.speech.silero_vad import SileroVAD
+
+        SileroVAD(16000, 20)
+    except Exception as exc:
+        return f"Silero VAD cannot load: {exc}"
+    return None
+
+
+def make_vad(kind: str, config: Any) -> Any:
+    """A new VAD for one conversation, as the runtime builds it for VAD_PROVIDER=``kind``."""
+    if kind == "silero":
+        from voiceagent.speech.silero_vad import SileroVAD
+
+        return SileroVAD(16000, 20, threshold=config.SILERO_THRESHOLD)
+    from voiceagent.speech.vad import VoiceActivityDetector
+
+    return VoiceActivityDetector(16000, 20, aggressiveness=config.VAD_AGGRESSIVENESS)
+
+
+# --- judging one case -------------------------------------------------------------------------------
+def judge(case: Case, rec: Record) -> dict:
+    """The outcome of one case against its label (times in ms from the case's start)."""
+    out: dict[str, Any] = {**case.summary(), "invalid": rec.invalid}
+    ms = lambda t: None if t is None else round((t - rec.t0) * 1000)  # noqa: E731
+    out["timeline"] = {
+        "answer_start": ms(rec.answer_start),
+        "stimulus": ms(rec.stim_start),
+        "stops": [ms(t) for t, _ in rec.stops],
+        "decisions": [ms(t) for t in rec.decisions],
+        "chat": [(ms(t), text) for t, text in rec.chat_calls],
+        "finals": [(ms(t), text) for t, text in rec.finals],
+        "duration": ms(rec.end),
+    }
+    if rec.invalid:
+        return out
+    first_user = rec.chat_calls[0][1] if rec.chat_calls else None
+    speech_end = rec.trigger_speech[1]
+    if case.category in ("over_agent", "interruption"):
+        assert rec.answer_start is not None
+        stops = sorted(t for t, _ in rec.stops if t >= rec.answer_start - 1e-3)
+        new_turns = [t for t, text in rec.chat_calls[1:] if text != first_user]
+        if case.category == "over_agent":
+            stopped = bool(stops)
+            after = [p for p in rec.audio if stops and p.start >= stops[-1] - 1e-3 and p.end > p.start]
+            out["false_stop"] = stopped
+            out["false_interruption"] = stopped and (bool(new_turns) or not after)
+            out["resumed"] = stopped and bool(after) and not new_turns
+            out["noise_turn"] = bool(new_turns)
+        else:
+            assert rec.stim_speech is not None
+            onset = rec.stim_speech[0]
+            answer_end = rec.audio_end()
+            if answer_end < onset and not stops:
+                out["invalid"] = "the answer ended before the interruption"
+                return out
+            first = stops[0] if stops else None
+            out["stopped_before_onset"] = first is not None and first < onset - 0.02
+            out["stop_reaction_ms"] = None if first is None else round((first - onset) * 1000)
+            out["missed"] = first is None or first - onset > MISSED_AFTER_S
+            out["answered"] = any(t >= onset - 0.05 for t in new_turns)
+    elif case.category in ("pause", "plain"):
+        early = [t for t in rec.decisions if t < speech_end - 0.02]
+        early_chat = [t for t, _ in rec.chat_calls if t < speech_end]
+        out["premature"] = bool(early or early_chat) or len(rec.finals) > 1
+        out["final_transcripts"] = len(rec.finals)
+        after = [t for t in rec.decisions if t >= speech_end - 0.02]
+        if not after:  # no decision recorded: the 'thinking' state is the next best mark
+            after = [t for t, s in rec.states if s == "thinking" and t >= speech_end - 0.02]
+        out["end_of_turn_delay_ms"] = round((after[0] - speech_end) * 1000) if after else None
+    elif case.category == "tool":
+        after = [t for t in rec.decisions if t >= speech_end - 0.02]
+        played = sorted((p.start, p.end) for p in rec.audio if p.end > p.start)
+        if not after or not played:
+            out["invalid"] = "no end of turn" if not after else "no answer audio"
+            return out
+        cursor = turn_end = after[0]
+        gaps = []
+        for start, end in played:
+            if end <= cursor:
+                continue
+            if start > cursor:
+                gaps.append(start - cursor)
+            cursor = end
+        out["dead_air_s"] = round(sum(gaps), 3)
+        # while the tool runs: from the model's tool call (1st chat request) to its result (2nd)
+        if len(rec.chat_calls) >= 2:
+            t_from, t_to = rec.chat_calls[0][0], rec.chat_calls[1][0]
+            out["tool_ms"] = round((t_to - t_from) * 1000)
+            out["dead_air_during_tool_s"] = round(silence_within(played, t_from, t_to), 3)
+        out["longest_gap_s"] = round(max(gaps, default=0.0), 3)
+        out["answer_end_ms"] = ms(cursor)
+        out["turn_end_ms"] = ms(turn_end)
+    return out
+
+
+def silence_within(played: list[tuple[float, float]], t_from: float, t_to: float) -> float:
+    """The longest stretch of ``t_from``-``t_to`` without agent audio."""
+    cursor, longest = t_from, 0.0
+    for start, end in played:
+        if end <= cursor:
+            continue
+        if start >= t_to:
+            break
+        longest = max(longest, start - cursor)
+        cursor = end
+    return max(longest, t_to - cursor)
+
+
+def pct(values: list[float], q: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 1)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 1)
+
+
+def rate(rows: list[dict], key: str) -> float | None:
+    return round(sum(bool(r.get(key)) for r in rows) / len(rows), 4) if rows else None
+
+
+def summarise(rows: list[dict]) -> dict[str, Any]:
+    valid = [r for r in rows if not r["invalid"]]
+    by = {c: [r for r in valid if r["category"] == c] for c in CATEGORIES}
+    noise, inter = by["over_agent"], by["interruption"]
+    pauses, plain, tool = by["pause"], by["plain"], by["tool"]
+    delays = [r["end_of_turn_delay_ms"] for r in plain if r.get("end_of_turn_delay_ms") is not None]
+    paused_delays = [r["end_of_turn_delay_ms"] for r in pauses if r.get("end_of_turn_delay_ms") is not None]
+    reactions = [
+        r["stop_reaction_ms"]
+        for r in inter
+        if r.get("stop_reaction_ms") is not None and not r.get("stopped_before_onset")
+    ]
+
+    def breakdown(part: list[dict], keys: tuple[str, ...], field: str) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for value in sorted({str(r[field]) for r in part}):
+            sub = [r for r in part if str(r[field]) == value]
+            out[value] = {"n": len(sub), **{k: rate(sub, k) for k in keys}}
+        return out
+
+    return {
+        "false_interruption_rate": rate(noise, "false_interruption"),
+        "false_stop_rate": rate(noise, "false_stop"),
+        "noise_turn_rate": rate(noise, "noise_turn"),
+        "resumed_rate": rate(noise, "resumed"),
+        "missed_interruption_rate": rate(inter, "missed"),
+        "stop_reaction_ms": {"p50": pct(reactions, 50), "p99": pct(reactions, 99)},
+        "answered_interruption_rate": rate(inter, "answered"),
+        "stopped_before_interruption_rate": rate(inter, "stopped_before_onset"),
+        "premature_end_of_turn_rate": rate(pauses, "premature"),
+        "premature_end_of_plain_turn_rate": rate(plain, "premature"),
+        "end_of_turn_delay_ms": {"p50": pct(delays, 50), "p99": pct(delays, 99), "n": len(delays)},
+        "end_of_turn_delay_ms_after_pauses": {"p50": pct(paused_delays, 50), "p99": pct(paused_delays, 99)},
+        "dead_air_s_per_conversation": round(statistics.mean(r["dead_air_s"] for r in tool), 3)
+        if tool
+        else None,
+        "max_dead_air_during_tool_s": max(
+            (r["dead_air_during_tool_s"] for r in tool if "dead_air_during_tool_s" in r), default=None
+        ),
+        "longest_gap_turn_end_to_answer_end_s": {
+            "p50": pct([r["longest_gap_s"] for r in tool], 50),
+            "max": max((r["longest_gap_s"] for r in tool), default=None),
+        },
+        "over_agent_by_kind": breakdown(noise, ("false_stop", "false_interruption", "noise_turn"), "kind"),
+        "over_agent_by_sample_rate": breakdown(noise, ("false_stop", "false_interruption"), "sample_rate"),
+        "interruption_by_kind": breakdown(inter, ("missed", "answered"), "kind"),
+        "pause_by_kind": breakdown(pauses, ("premature",), "kind"),
+        "by_sample_rate_missed": breakdown(inter, ("missed",), "sample_rate"),
+        "by_sample_rate_premature": breakdown(pauses, ("premature",), "sample_rate"),
+        "cases": {c: len(by[c]) for c in CATEGORIES},
+        "invalid": {c: sum(1 for r in rows if r["invalid"] and r["category"] == c) for c in CATEGORIES},
+    }
+
+
+# --- running ------------------------------------------------------------------------------------------
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def warm_tts(tts: Any) -> None:
+    """Synthesise the agent's lines once, clause by clause as the engine asks (replayed after)."""
+    from voiceagent.conversation.specs import VoiceSpec, resolve_voice
+    from voiceagent.conversation.text import ClauseSplitter
+
+    voice = resolve_voice(None, VoiceSpec)
+    for line in (LONG_ANSWER, SHORT_REPLY, TOOL_ANSWER):
+        splitter = ClauseSplitter()
+        for clause in [*splitter.push(line), *splitter.flush()]:
+            async for _ in tts.synthesize(clause, voice):
+                pass
+
+
+async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config: Any) -> dict:
+    from voiceagent.speech.factory import build_offline_stt, build_offline_tts, provider_label
+
+    stt = await asyncio.to_thread(build_offline_stt, config, "whisper")
+    tts = await asyncio.to_thread(build_offline_tts, config, "piper")
+    await stt.warm()
+    await tts.warm()
+    await warm_tts(tts)
+    settings = turn_taking(config)
+    engine_config = settings_config(settings, config.VAD_SILENCE_TIMEOUT)
+    registry = make_registry()
+    gate = asyncio.Semaphore(args.concurrency)
+    vads: list[TimedVAD] = []
+    recogniser = getattr(getattr(stt, "_recognizer", None), "proc", None)
+    stt_cpu0 = proc_cpu(recogniser.pid) if recogniser is not None else 0.0
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+
+    async def one(i: int, case: Case) -> tuple[Case, Record]:
+        await asyncio.sleep(0.25 * (i % args.concurrency))  # callers do not all start at once
+        async with gate:
+            vad = TimedVAD(make_vad(kind, config))
+            vads.append(vad)
+            rec = await run_case(case, stt=stt, tts=tts, vad=vad, registry=registry, config=engine_config)
+            return case, rec
+
+    results = await asyncio.gather(*(one(i, c) for i, c in enumerate(cases)))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    stt_cpu = proc_cpu(recogniser.pid) - stt_cpu0 if recogniser is not None else None
+    label = provider_label(vads[0].vad) if vads else kind
+    await stt.close()
+    await tts.close()
+    rows = [judge(case, rec) for case, rec in results]
+    session_s = sum(rec.end - rec.t0 for _, rec in results)
+    harness = sum(rec.harness_s for _, rec in results)
+    vad_s = sum(v.ns for v in vads) / 1e9
+    frames = sum(v.frames for v in vads)
+    engine_cpu = cpu - harness
+    lags = [lag for _, rec in results for lag in rec.lag_ms]
+    decodes = [s * 1000 for _, rec in results for s in rec.stt_finish_s]
+    result = {
+        "bench": "turn_taking",
+        "vad": kind,
+        "vad_label": label,
+        **summarise(rows),
+        "cpu_ms_per_session_s": round((engine_cpu + (stt_cpu or 0.0)) * 1000 / session_s, 2),
+        "cpu_breakdown_ms_per_session_s": {
+            "engine_process": round(engine_cpu * 1000 / session_s, 2),
+            "recogniser_process": None if stt_cpu is None else round(stt_cpu * 1000 / session_s, 2),
+            "vad": round(vad_s * 1000 / session_s, 3),
+            "bench_audio_mixing_excluded": round(harness * 1000 / session_s, 2),
+        },
+        "vad_us_per_frame": round(vad_s * 1e6 / frames, 2) if frames else None,
+        "session_s": round(session_s, 1),
+        "wall_s": round(wall, 1),
+        "stt_final_decode_ms": {"p50": pct(decodes, 50), "p99": pct(decodes, 99), "n": len(decodes)},
+        "late_frames": len(lags),
+        "frame_lateness_ms_p99": pct(lags, 99),
+        "frame_lateness_ms_max": round(max(lags), 1) if lags else 0.0,
+        "settings": {
+            **{
+                k: getattr(settings, k)
+                for k in (
+                    "min_interruption_ms",
+                    "endpointing_min_ms",
+                    "endpointing_max_ms",
+                    "echo_gate_db",
+                    "filler_after_ms",
+                )
+            },
+            "vad": label,
+            "vad_aggressiveness": config.VAD_AGGRESSIVENESS,
+            "silero_threshold": config.SILERO_THRESHOLD,
+            "stt": provider_label(stt),
+            "tts": provider_label(tts),
+            "concurrency": args.concurrency,
+            "frame_ms": 20,
+            "missed_after_s": MISSED_AFTER_S,
+        },
+    }
+    return {"result": result, "rows": rows}
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars in the details file as plain numbers."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one case of each kind (a smoke run)")
+    parser.add_argument(
+        "--per-category", type=int, default=None, help="cases per category (default 20; quick 2)"
+    )
+    parser.add_argument("--vad", default="all", choices=("all", "webrtc", "silero"))
+    parser.add_argument("--concurrency", type=int, default=8, help="conversations at once")
+    parser.add_argument("--details", type=Path, help="write every labelled case and its outcome (JSON)")
+    parser.add_argument("--seed", type=int, default=16)
+    args = parser.parse_args()
+    per_category = args.per_category or (2 if args.quick else 20)
+    config = load_config()
+    with tempfile.TemporaryDirectory(prefix="turn-taking-corpus-") as tmp:
+        synth = Synth(Path(tmp))
+        try:
+            cases = await build_cases(synth, per_category, seed=args.seed)
+        finally:
+            await synth.close()
+    random.Random(args.seed).shuffle(cases)  # categories mixed over the run
+    details: dict[str, Any] = {}
+    for kind in ("webrtc", "silero") if args.vad == "all" else (args.vad,):
+        missing = silero_available() if kind == "silero" else None
+        if missing:
+            print(json.dumps({"bench": "turn_taking", "vad": kind, "skipped": missing}), flush=True)
+            continue
+        out = await run_vad(kind, cases, args, config)
+        print(json.dumps(out["result"]), flush=True)
+        details[kind] = out["rows"]
+    if args.details:
+        args.details.write_text(json.dumps(details, indent=1, default=_plain))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
