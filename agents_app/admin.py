@@ -20,7 +20,7 @@ from agents_app.catalog import (
     template_variables_allowed,
 )
 from agents_app.conversation_view import conversation_rows
-from agents_app.definitions import validate_agent_fields, validate_scenario
+from agents_app.definitions import check_turn_taking, validate_agent_fields, validate_scenario
 from agents_app.models import (
     AGENT_FIELDS,
     SCENARIO_FIELDS,
@@ -43,8 +43,21 @@ class AgentForm(forms.ModelForm):
         model = Agent
         fields = ("name", *AGENT_FIELDS)
         widgets = {
-            "prompt": forms.Textarea(attrs={"rows": 20, "cols": 100, "style": "font-family: monospace"})
+            "prompt": forms.Textarea(attrs={"rows": 20, "cols": 100, "style": "font-family: monospace"}),
+            "turn_taking": forms.Textarea(attrs={"rows": 8, "cols": 100, "style": "font-family: monospace"}),
         }
+
+    def clean_turn_taking(self):
+        """The section checked by the loader's rules and stored as checked (lines trimmed); an
+        empty box is an empty section (every setting global), never a JSON null."""
+        problems: list[str] = []
+        values = check_turn_taking(
+            self.cleaned_data.get("turn_taking"),
+            lambda field, message: problems.append(f"{field}: {message}"),
+        )
+        if problems:
+            raise ValidationError(problems)
+        return values
 
     def clean(self):
         cleaned = super().clean()
@@ -102,6 +115,7 @@ class AgentAdmin(admin.ModelAdmin):
         ("Prompt", {"fields": ("prompt",)}),
         ("Model", {"fields": ("model", "temperature", "top_p", "max_tokens")}),
         ("Voice and speech", {"fields": ("voice", "voice_style", "voice_rate", "vad_silence_timeout_ms")}),
+        ("Turn-taking", {"fields": ("turn_taking",)}),
         ("Origin", {"fields": ("source", "origin", "overrides", "problems", "created_at", "updated_at")}),
     )
 

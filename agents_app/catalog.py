@@ -29,6 +29,8 @@ from agents_app.definitions import (
     Problem,
     allowed_variables_for,
     load_definitions,
+    turn_taking_spec,
+    turn_taking_values,
 )
 from agents_app.models import Agent, Scenario, ScenarioHandoff
 from voiceagent.conversation.specs import AgentSpec, HandoffMap, HandoffSpec, ScenarioSpec, VoiceSpec
@@ -62,6 +64,7 @@ def agent_file_values(spec: AgentSpec) -> dict[str, Any]:
         "voice_style": spec.voice.style,
         "voice_rate": spec.voice.rate,
         "vad_silence_timeout_ms": spec.vad_silence_timeout_ms,
+        "turn_taking": turn_taking_values(spec.turn_taking),
     }
 
 
@@ -85,6 +88,7 @@ def spec_from_values(
             values.get("voice") or None, values.get("voice_style") or None, values.get("voice_rate") or None
         ),
         vad_silence_timeout_ms=values.get("vad_silence_timeout_ms"),
+        turn_taking=turn_taking_spec(values.get("turn_taking")),
         source=source,  # type: ignore[arg-type]
         session_id=session_id,
         origin=origin,
@@ -108,6 +112,7 @@ def agent_record(spec: AgentSpec, *, with_prompt: bool = False) -> dict[str, Any
         "voice_rate": spec.voice.rate,
         "return_greeting": spec.return_greeting,
         "vad_silence_timeout_ms": spec.vad_silence_timeout_ms,
+        "turn_taking": turn_taking_values(spec.turn_taking),
         "source": spec.source,
         "session_id": spec.session_id,
     }

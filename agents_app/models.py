@@ -35,6 +35,7 @@ AGENT_FIELDS = (
     "voice_style",
     "voice_rate",
     "vad_silence_timeout_ms",
+    "turn_taking",
 )
 RUNTIME_FIELDS = (
     "model",
@@ -45,6 +46,7 @@ RUNTIME_FIELDS = (
     "voice_style",
     "voice_rate",
     "greeting",
+    "turn_taking",
 )
 SCENARIO_FIELDS = ("description", "start_agent", "agents", "agent_defaults")
 SOURCES = [("file", "definition file"), ("admin", "admin")]
@@ -69,6 +71,15 @@ class Agent(models.Model):
     voice_style = models.CharField(max_length=50, blank=True, null=True)
     voice_rate = models.CharField(max_length=20, blank=True, null=True)
     vad_silence_timeout_ms = models.PositiveIntegerField(blank=True, null=True)
+    turn_taking = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            "Turn-taking overrides (absent keys follow the global settings): min_interruption_ms, "
+            "endpointing_max_ms, filler_after_ms, fillers (1-10 lines), reprompt_after_s, "
+            "max_reprompts, reprompt, goodbye, max_conversation_s, time_limit_line"
+        ),
+    )
     source = models.CharField(max_length=10, choices=SOURCES, default="admin")
     origin = models.CharField(max_length=500, blank=True, default="", help_text="definition file")
     file_values = models.JSONField(default=dict, blank=True, editable=False)

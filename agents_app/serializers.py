@@ -6,8 +6,10 @@ validate input (unknown fields are rejected so a typo never silently does nothin
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agents_app.definitions import turn_taking_schema as tt
 from voiceagent.conversation.session import SESSION_ID_RE
 
 
@@ -33,6 +35,87 @@ def session_id_field(required: bool = True, **kwargs) -> serializers.RegexField:
     )
 
 
+class TurnTakingSerializer(serializers.Serializer):
+    """An agent's turn-taking overrides: every key optional, an absent one follows the global
+    setting of the same name in capitals (MIN_INTERRUPTION_MS, ...)."""
+
+    min_interruption_ms = serializers.IntegerField(
+        min_value=tt.INTEGER_RANGES["min_interruption_ms"][0],
+        max_value=tt.INTEGER_RANGES["min_interruption_ms"][1],
+        required=False,
+        help_text="speech over the agent shorter than this does not stop it",
+    )
+    endpointing_max_ms = serializers.IntegerField(
+        min_value=tt.INTEGER_RANGES["endpointing_max_ms"][0],
+        max_value=tt.INTEGER_RANGES["endpointing_max_ms"][1],
+        required=False,
+        help_text="silence that ends a turn stopping on an unfinished clause or a number",
+    )
+    filler_after_ms = serializers.IntegerField(
+        min_value=tt.INTEGER_RANGES["filler_after_ms"][0],
+        max_value=tt.INTEGER_RANGES["filler_after_ms"][1],
+        required=False,
+        help_text="a tool still running after this long: the agent says a filler (0 = never)",
+    )
+    fillers = serializers.ListField(
+        child=serializers.CharField(max_length=tt.MAX_FILLER_CHARS),
+        min_length=1,
+        max_length=tt.MAX_FILLERS,
+        required=False,
+        help_text="the agent's filler lines, said in turn",
+    )
+    reprompt_after_s = serializers.FloatField(
+        min_value=tt.NUMBER_RANGES["reprompt_after_s"][0],
+        max_value=tt.NUMBER_RANGES["reprompt_after_s"][1],
+        required=False,
+        help_text="caller silent this long after the agent spoke: it re-prompts (0 = never)",
+    )
+    max_reprompts = serializers.IntegerField(
+        min_value=tt.INTEGER_RANGES["max_reprompts"][0],
+        max_value=tt.INTEGER_RANGES["max_reprompts"][1],
+        required=False,
+        help_text="re-prompts in a row before the goodbye",
+    )
+    reprompt = serializers.CharField(max_length=tt.MAX_LINE_CHARS, required=False)
+    goodbye = serializers.CharField(
+        max_length=tt.MAX_LINE_CHARS, required=False, help_text="said after the last re-prompt"
+    )
+    max_conversation_s = serializers.FloatField(
+        min_value=tt.NUMBER_RANGES["max_conversation_s"][0],
+        max_value=tt.NUMBER_RANGES["max_conversation_s"][1],
+        required=False,
+        help_text="the conversation's length bound (0 = unbounded)",
+    )
+    time_limit_line = serializers.CharField(
+        max_length=tt.MAX_LINE_CHARS, required=False, help_text="said when the bound is reached"
+    )
+
+
+@extend_schema_field(TurnTakingSerializer)
+class TurnTakingField(serializers.Field):
+    """A ``turn_taking`` section in a request, checked by the file loader's rules (one set of
+    messages for files, admin and REST); a fault is a 400 naming the key."""
+
+    default_error_messages = {"null": "Send {{}} to clear the section, not null."}
+
+    def to_internal_value(self, data):
+        problems: dict[str, list[str]] = {}
+
+        def problem(field_name: str, message: str) -> None:
+            key = field_name.removeprefix(f"{tt.SECTION}.") if field_name != tt.SECTION else ""
+            problems.setdefault(key, []).append(message)
+
+        values = tt.check_turn_taking(data, problem)
+        if "" in problems:
+            raise serializers.ValidationError(problems[""])
+        if problems:
+            raise serializers.ValidationError(problems)
+        return values
+
+    def to_representation(self, value):
+        return dict(value or {})
+
+
 class RuntimeSettingsSerializer(StrictSerializer):
     model = serializers.CharField(max_length=100, required=False, allow_null=True)
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False, allow_null=True)
@@ -46,6 +129,9 @@ class RuntimeSettingsSerializer(StrictSerializer):
         allow_null=True,
     )
     greeting = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    turn_taking = TurnTakingField(
+        required=False, help_text="turn-taking overrides; a PUT replaces the whole section ({} clears it)"
+    )
 
 
 class AgentCreateSerializer(RuntimeSettingsSerializer):
@@ -80,6 +166,7 @@ class AgentSerializer(serializers.Serializer):
     voice_rate = serializers.CharField(allow_null=True)
     return_greeting = serializers.CharField()
     vad_silence_timeout_ms = serializers.IntegerField(allow_null=True)
+    turn_taking = TurnTakingSerializer(help_text="the agent's overrides; absent keys follow the globals")
     source = serializers.ChoiceField(choices=["file", "admin", "session"])
     session_id = serializers.CharField(allow_null=True)
 

@@ -15,6 +15,7 @@ from typing import Any
 from agents_app.definitions.files import read_prompt_file
 from agents_app.definitions.problems import Problem, suggest
 from agents_app.definitions.templates import check_template
+from agents_app.definitions.turn_taking_schema import check_turn_taking
 from voiceagent.conversation.specs import GENERIC_HANDOFF_TOOL, VoiceSpec
 
 AGENT_KEYS = frozenset(
@@ -32,6 +33,7 @@ AGENT_KEYS = frozenset(
         "top_p",
         "max_tokens",
         "speech",
+        "turn_taking",
     }
 )
 #: Flat spellings accepted from admin forms and REST bodies (the CONTRACTS agent object).
@@ -202,6 +204,8 @@ def check_agent(
     values["vad_silence_timeout_ms"] = r.number(
         ("speech", "vad_silence_timeout_ms"), "vad_silence_timeout_ms", VAD_SILENCE_RANGE, integer=True
     )
+    # the same mapping in every spelling; its unknown keys are errors on every route
+    values["turn_taking"] = check_turn_taking(data.get("turn_taking"), r.problem)
 
     voice_name = r.string(("voice", "name"))
     voice_style = r.string(("voice", "style"), "voice_style")
@@ -264,7 +268,8 @@ def validate_agent_fields(
     ``data`` uses the file spelling (``handoff.trigger``, ``prompts.path``, ``voice.name`` ...)
     or the flat one of forms and REST (``handoff_trigger``, ``prompt`` holding the template
     source, ``voice`` as the voice name, ``voice_style``, ``voice_rate``,
-    ``vad_silence_timeout_ms``); problem fields name the spelling used. A tool is valid when it
+    ``vad_silence_timeout_ms``; ``turn_taking`` is one mapping in both, see
+    :mod:`.turn_taking_schema`); problem fields name the spelling used. A tool is valid when it
     is in ``known_tools``, is one of ``handoff_triggers`` (triggers of other agents), is
     :data:`GENERIC_HANDOFF_TOOL`, or starts with ``<prefix>_`` for one of ``tool_prefixes`` (MCP
     servers whose tools are not registered yet). ``allowed_variables=None`` skips the

@@ -13,6 +13,7 @@ from typing import Any
 from agents_app.definitions.agent_schema import check_agent
 from agents_app.definitions.problems import Problem, has_errors
 from agents_app.definitions.scenario_schema import check_scenario
+from agents_app.definitions.turn_taking_schema import turn_taking_spec
 from voiceagent.conversation.specs import AgentSpec, ScenarioSpec, Source
 
 
@@ -66,6 +67,7 @@ def parse_agent(
         max_tokens=values["max_tokens"],
         voice=values["voice"],
         vad_silence_timeout_ms=values["vad_silence_timeout_ms"],
+        turn_taking=turn_taking_spec(values["turn_taking"]),
         source=source,
         session_id=session_id,
         origin=file if origin is None else origin,

@@ -78,7 +78,10 @@ def test_edit_file_agent_becomes_override(admin_client):
 
     row = Agent.objects.get(name="concierge")
     current = {f: getattr(row, f) for f in AGENT_FIELDS}
-    data = {f: ("" if v is None else json.dumps(v) if f == "tools" else v) for f, v in current.items()}
+    data = {
+        f: ("" if v is None else json.dumps(v) if f in ("tools", "turn_taking") else v)
+        for f, v in current.items()
+    }
     data.update(name="concierge", greeting="Welcome to Contoso!")
     response = admin_client.post(f"/admin/agents_app/agent/{row.pk}/change/", data)
     assert response.status_code == 302, response.content.decode()[:3000]
