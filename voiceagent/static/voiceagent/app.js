@@ -4,7 +4,7 @@
 const $ = (id) => document.getElementById(id);
 const state = { ws: null, live: false, mic: null, player: new PcmPlayer(),
                 sessionId: localStorage.getItem("voiceagent.session") || "", agent: "", micOn: false,
-                pending: [] };  // typed while not connected: sent once the session has started
+                pending: [], pendingKeys: [] };  // typed while not connected: sent once the session has started
 window.__voice = { get chunksPlayed() { return state.player.chunksPlayed; }, received: { audio: 0 }, state };
 
 function line(list, cls, who, text) {
@@ -47,6 +47,11 @@ function connect() {
       state.pending = [];
       notice("Not connected: your message was not sent.");
     }
+    if (state.pendingKeys.length) {
+      $("keypad-digits").value = state.pendingKeys.join("").replaceAll("#", "");
+      state.pendingKeys = [];
+      notice("Not connected: your keys were not sent.");
+    }
   };
 }
 
@@ -61,6 +66,31 @@ function sendText(text) {
   state.pending.push(text);
   notice("Not connected: connecting… your message is sent once the session starts.");
   if (!state.ws) connect();
+}
+
+/* Keypad digits: one `dtmf` message, ended by "#" so the agent takes them as one entry at once. */
+const KEYPAD_KEYS = /[^0-9*#ABCD]/g;
+function sendKeys(digits) {
+  if (!digits) return;
+  const entry = digits + "#";
+  $("keypad-sent").textContent = `Sent: ${entry}`;
+  if (state.live && state.ws && state.ws.readyState === WebSocket.OPEN) { send("dtmf", { digits: entry }); return; }
+  if (keys.shown) {
+    $("keypad-digits").value = digits; $("keypad-sent").textContent = "";
+    notice("Not connected: enter the API key above first; your keys were not sent.");
+    return;
+  }
+  state.pendingKeys.push(entry);
+  notice("Not connected: connecting… your keys are sent once the session starts.");
+  if (!state.ws) connect();
+}
+
+function submitKeypad() {
+  const field = $("keypad-digits");
+  const digits = field.value.replace(KEYPAD_KEYS, "").replaceAll("#", "").slice(0, 31);
+  field.value = "";
+  state.player.ensure();
+  sendKeys(digits);
 }
 
 function send(type, payload) {
@@ -129,6 +159,7 @@ function onEvent(p, m) {
       showError(""); notice("");
       if ($("state").textContent === "connecting") $("state").textContent = "connected";
       for (const text of state.pending.splice(0)) send("text", { text });
+      for (const digits of state.pendingKeys.splice(0)) send("dtmf", { digits });
       break;
     case "session_ended":
       line($("activity"), "", "", `Session ended: ${p.reason || ""}`);
@@ -217,5 +248,18 @@ $("text-form").addEventListener("submit", (e) => {
   state.player.ensure();
   $("text").value = "";
   sendText(text);
+});
+$("keypad").addEventListener("submit", (e) => { e.preventDefault(); submitKeypad(); });
+$("keypad").querySelectorAll("button[data-key]").forEach((button) => button.addEventListener("click", () => {
+  const key = button.dataset.key;
+  if (key === "#") { submitKeypad(); return; }
+  const field = $("keypad-digits");
+  if (field.value.length < 31) field.value += key;
+}));
+$("keypad-digits").addEventListener("input", (e) => {  // typed: keep keypad keys only; "#" sends
+  const field = e.target;
+  const ended = field.value.includes("#");
+  field.value = field.value.toUpperCase().replace(KEYPAD_KEYS, "").replaceAll("#", "");
+  if (ended) submitKeypad();
 });
 loadScenarios();
