@@ -155,3 +155,27 @@ async def test_time_limit_ends_the_conversation_with_its_line(fake_runtime, tune
     )
     assert any(is_event("barge_in")(m) for m in seen[story:])  # the story was stopped for the line
     assert (await closed_with(comm))["code"] == 1000
+
+
+async def test_live_mode_reprompts_a_silent_caller_and_ends_the_session(fake_runtime, live_runtime, tuned):
+    tuned(REPROMPT_AFTER_S=0.3, MAX_REPROMPTS=1, FILLER_AFTER_MS=0)
+    settings = await concierge_settings()
+    comm = await connect()
+    await recv(comm)
+    await comm.send_to(text_data=msg("config", scenario="banking", mode="live"))
+    await comm.send_to(text_data=msg("control", action="start"))
+    seen = await until(comm, is_event("session_ended"), timeout=10)
+    assert final_texts(seen)[-2:] == [settings.reprompt, settings.goodbye]  # said by the realtime peer
+    assert (await closed_with(comm))["code"] == 1000
+
+
+async def test_live_mode_time_limit_ends_the_session_with_its_line(fake_runtime, live_runtime, tuned):
+    tuned(MAX_CONVERSATION_S=1, REPROMPT_AFTER_S=0, FILLER_AFTER_MS=0)
+    settings = await concierge_settings()
+    comm = await connect()
+    await recv(comm)
+    await comm.send_to(text_data=msg("config", scenario="banking", mode="live"))
+    await comm.send_to(text_data=msg("control", action="start"))
+    seen = await until(comm, is_event("session_ended"), timeout=10)
+    assert final_texts(seen)[-1] == settings.time_limit_line
+    assert (await closed_with(comm))["code"] == 1000
