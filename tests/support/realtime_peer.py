@@ -19,8 +19,12 @@ What it does, like the service:
   :attr:`RealtimePeer.speech_level` starts speech (``input_audio_buffer.speech_started``);
   ``silence_duration_ms`` of quiet (counted in samples, so tests are deterministic) ends it:
   ``speech_stopped``, ``committed``, the user item, the input transcription (``delta`` then
-  ``completed``, the text from :meth:`RealtimePeer.user_says`), then, as with
-  ``turn_detection.create_response``, a response.
+  ``completed``, the text from :meth:`RealtimePeer.user_says`), then, with
+  ``turn_detection.create_response`` (default true), a response. With ``interrupt_response``
+  (default true) speech stops the streaming response as ``response.cancel`` would
+  (:attr:`PeerConnection.interrupted` counts them). ``turn_detection`` is checked per dialect and
+  type (:data:`TURN_DETECTION_KEYS`; VoiceLive's ``end_of_utterance_detection`` is refused with a
+  ``*realtime*`` model, as the service documents).
 * ``response.create`` starts a response. With ``response.instructions`` holding a quoted line (how
   the live engine asks for a greeting), the response says that line; otherwise it plays the next
   scripted entry (:meth:`RealtimePeer.push`), or :attr:`RealtimePeer.default`.
@@ -31,8 +35,9 @@ What it does, like the service:
 * ``response.cancel`` stops the streaming response; ``Say.late_deltas`` audio deltas still follow
   (as on the real service, where some are in flight), then ``response.done`` with status
   ``cancelled``. A cancel with no active response answers the ``response_cancel_not_active`` error.
-* ``conversation.item.create`` / ``.truncate`` are acknowledged (``conversation.item.created`` or
-  ``.added`` on GA, ``conversation.item.truncated``).
+* ``conversation.item.create`` / ``.truncate`` / ``.delete`` are acknowledged
+  (``conversation.item.created`` or ``.added`` on GA, ``conversation.item.truncated``,
+  ``conversation.item.deleted``; deleting an unknown item answers ``item_not_found``).
 
 Every client event is recorded with its connection (:meth:`RealtimePeer.received`), as are the
 handshake's path, query and headers (:attr:`RealtimePeer.connections`).
@@ -130,6 +135,24 @@ SESSION_KEYS = {
         "reasoning",
     },
 }
+# turn_detection parameters per dialect and type (others answer unknown_parameter, as the services do)
+_VAD = {"type", "threshold", "prefix_padding_ms", "silence_duration_ms", "create_response"}
+_VAD.add("interrupt_response")
+_AZURE_VAD = _VAD | {"end_of_utterance_detection", "auto_truncate", "idle_timeout_ms", "speech_duration_ms"}
+TURN_DETECTION_KEYS = {
+    "openai": {
+        "server_vad": _VAD | {"idle_timeout_ms"},
+        "semantic_vad": {"type", "eagerness", "create_response", "interrupt_response"},
+    },
+    "voicelive": {
+        "server_vad": _AZURE_VAD,
+        **{
+            kind: _AZURE_VAD | {"remove_filler_words", "languages"}
+            for kind in ("azure_semantic_vad", "azure_semantic_vad_en", "azure_semantic_vad_multilingual")
+        },
+    },
+}
+EOU_MODELS = {"semantic_detection_v1", "semantic_detection_v1_en", "semantic_detection_v1_multilingual"}
 QUOTED = re.compile(r'"(.+)"', re.S)
 
 
@@ -236,6 +259,8 @@ class PeerConnection:
         self._speech_since: int | None = None
         self._quiet = 0
         self._last_item: str | None = None
+        self.interrupted = 0  # responses the service stopped itself (turn_detection.interrupt_response)
+        self.items: set[str] = set()  # conversation items (created, committed, deleted)
 
     # --- helpers ------------------------------------------------------------------------------------
     def _id(self, prefix: str) -> str:
@@ -286,11 +311,38 @@ class PeerConnection:
             if self.response is not None and self.response.task is not None:
                 self.response.task.cancel()
 
+    def _turn_detection_problem(self, session: dict) -> str | None:
+        """Why the session's turn_detection would be refused (None: it is accepted)."""
+        if self.dialect == "voicelive":
+            where, detection = "session.turn_detection", session.get("turn_detection")
+        else:
+            where = "session.audio.input.turn_detection"
+            detection = ((session.get("audio") or {}).get("input") or {}).get("turn_detection")
+        if not detection:
+            return None
+        keys = TURN_DETECTION_KEYS[self.dialect].get(detection.get("type"))
+        if keys is None:
+            return f"Invalid value: '{detection.get('type')}' for {where}.type."
+        unknown = sorted(set(detection) - keys)
+        if unknown:
+            return f"Unknown parameter: '{where}.{unknown[0]}'."
+        eou = detection.get("end_of_utterance_detection")
+        if eou is not None:
+            if eou.get("model") not in EOU_MODELS:
+                return f"Invalid value for {where}.end_of_utterance_detection.model."
+            if "realtime" in str(self.query.get("model") or ""):  # documented: not for these models
+                return "End of utterance detection is not supported by this model."
+        return None
+
     async def on_session_update(self, event: dict) -> None:
         session = event.get("session") or {}
         unknown = sorted(set(session) - SESSION_KEYS[self.dialect])
         if unknown:
             await self.error("unknown_parameter", f"Unknown parameter: 'session.{unknown[0]}'.")
+            return
+        problem = self._turn_detection_problem(session)
+        if problem:
+            await self.error("invalid_value", problem)
             return
         if self.dialect == "openai":
             if session.get("type") != "realtime":
@@ -339,6 +391,9 @@ class PeerConnection:
                         "item_id": self._last_item,
                     }
                 )
+                if self.response is not None and self._turn_detection().get("interrupt_response", True):
+                    self.response.cancelled.set()  # the service stops its own answer
+                    self.interrupted += 1
             return
         self._quiet = 0 if loud else self._quiet + pcm.size
         silence_ms = int(self._turn_detection().get("silence_duration_ms") or 500)
@@ -362,6 +417,7 @@ class PeerConnection:
             "content": [{"type": "input_audio", "transcript": None}],
         }
         await self.emit({"type": self.names["item.created"], "previous_item_id": None, "item": item})
+        self.items.add(item_id)
         text = self.peer._next_user_text()
         transcription = bool(
             self.session.get("input_audio_transcription")
@@ -400,7 +456,16 @@ class PeerConnection:
     async def on_conversation_item_create(self, event: dict) -> None:
         item = dict(event.get("item") or {})
         item.setdefault("id", self._id("item"))
+        self.items.add(item["id"])
         await self.emit({"type": self.names["item.created"], "previous_item_id": None, "item": item})
+
+    async def on_conversation_item_delete(self, event: dict) -> None:
+        item_id = event.get("item_id")
+        if item_id not in self.items:
+            await self.error("item_not_found", f"Item with item_id not found: {item_id}.")
+            return
+        self.items.discard(item_id)
+        await self.emit({"type": "conversation.item.deleted", "item_id": item_id})
 
     async def on_conversation_item_truncate(self, event: dict) -> None:
         await self.emit(
@@ -481,6 +546,7 @@ class PeerConnection:
 
     async def _say(self, response: _Response, say: Say, stop_after: int | None = None) -> tuple[str, dict]:
         rid, item_id = response.id, self._id("item")
+        self.items.add(item_id)
         item = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
         base = {"response_id": rid, "item_id": item_id, "output_index": 0, "content_index": 0}
         await self.emit(
@@ -526,6 +592,7 @@ class PeerConnection:
 
     async def _call(self, rid: str, index: int, call: Call) -> dict:
         item_id = self._id("item")
+        self.items.add(item_id)
         call_id = call.call_id or self._id("call")
         item = {
             "id": item_id,

@@ -23,10 +23,12 @@ with the new agent's instructions, voice and tools; ``announced`` asks the new a
 greeting (its return greeting when the caller comes back), ``discrete`` lets it answer the
 pending request.
 
-Barge-in (``input_audio_buffer.speech_started`` while the agent speaks or works): ``StopAudio``
-is queued synchronously after purging the not-yet-taken audio, ``response.cancel`` goes out,
-late deltas of the cancelled response are dropped, and ``conversation.item.truncate`` tells the
-service how much (``audio_end_ms``) the caller actually heard.
+Turn-taking (:mod:`~voiceagent.conversation.live_turns`): the service's VAD only reports speech;
+speech over the agent stops it after ``min_interruption_ms`` or on a word that is not a
+backchannel, and the engine sends ``response.create`` at the end of a real turn. A barge-in
+queues ``StopAudio`` synchronously after purging the not-yet-taken audio, sends
+``response.cancel`` (late deltas are dropped) and ``conversation.item.truncate`` with what the
+caller heard (``audio_end_ms``).
 
 Connection failures (:mod:`~voiceagent.conversation.live_socket`) end the conversation: an
 ``Error`` (``realtime_unavailable`` / ``realtime_dropped``), then ``StateChange("ended")`` and the
@@ -50,9 +52,11 @@ from voiceagent.conversation.core import ConversationCore, CoreConfig, SessionAr
 from voiceagent.conversation.events import Audio, Error
 from voiceagent.conversation.live_events import AssistantItem, LiveResponse, RealtimeEvents
 from voiceagent.conversation.live_socket import APPEND_HEAD, RealtimeLink
+from voiceagent.conversation.live_turns import HeldSpeech
 from voiceagent.conversation.providers import ProviderError, ToolCallRequest
 from voiceagent.conversation.session import Turn
 from voiceagent.conversation.specs import AgentSpec
+from voiceagent.conversation.turn_taking import TurnTaking
 from voiceagent.llm.realtime import SAMPLE_RATE, RealtimeClient, RealtimeConnection, SessionConfig
 from voiceagent.speech.audio import DEFAULT_QUALITY, StreamResampler
 
@@ -77,6 +81,7 @@ class LiveConfig(CoreConfig):
     connect_attempts: int = 3
     connect_backoff_s: float = 0.1  # doubled after each failed attempt
     vad_threshold: float = 0.5
+    semantic_vad: bool = False  # the service's semantic turn detector (bounded by ENDPOINTING_MAX_MS)
     prefix_padding_ms: int = 300
     transcription_model: str | None = None
     say_line: str = SAY_LINE
@@ -123,6 +128,9 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         self._playing_rid = 0
         self._tool_rounds = 0
         self._speech_started_ms: int | None = None  # the server VAD's, for the audio heard
+        self._hold: HeldSpeech | None = None  # speech over the agent, not yet judged
+        self._judging: dict[str, HeldSpeech] = {}  # stopped speech over the agent awaiting its words
+        self._waiting_creates: deque[dict[str, Any]] = deque()  # until the open response is done
         self._reader: asyncio.Task | None = None
         self._writer: asyncio.Task | None = None
         self._tool_task: asyncio.Task | None = None
@@ -159,19 +167,32 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
 
     def _speak(self, line: str, agent: AgentSpec | None = None) -> None:
         """The active agent says ``line`` (word for word) as its own response."""
-        instructions = self.config.say_line.format(line=line)
-        self._send({"type": "response.create", "response": {"instructions": instructions}})
+        self._request_response({"instructions": self.config.say_line.format(line=line)})
 
     async def _answer_text(self, text: str) -> None:
         self._user_turn(text)
         self._send({"type": "conversation.item.create", "item": _message("user", "input_text", text)})
-        self._send({"type": "response.create"})
+        self._request_response()
         await self._set_state("thinking")
 
     def _drop_input(self) -> None:
         self._pcm.clear()
         self._audio_out.clear()
+        self._forget_speech()
         self._send({"type": "input_audio_buffer.clear"})
+
+    def _forget_speech(self) -> None:
+        for hold in (self._hold, *self._judging.values()):
+            if hold is not None:
+                hold.cancel_timer()
+        self._hold = None
+        self._judging.clear()
+
+    def _turn_taking(self) -> TurnTaking:
+        return self.turn_taking_for(self._ctx.agent if self._ctx is not None else None)
+
+    def _transcribing(self) -> bool:
+        return self._sent_session is None or self._sent_session.transcription
 
     def _pipeline_tasks(self) -> list[asyncio.Task | None]:
         return [self._reader, self._writer, self._tool_task]
@@ -181,6 +202,7 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
             self._commit_item(item, now)
 
     async def _disconnect(self) -> None:
+        self._forget_speech()
         if self.connection is not None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(self.config.close_timeout_s):
@@ -256,12 +278,12 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
                 self._send_output(call_id, error_content("interrupted", "the caller interrupted"))
             raise
         if outcome is None:
-            self._send({"type": "response.create"})
+            self._request_response()
             return
         self._ctx = outcome.context
         self._update_session(outcome.context)
         if not outcome.announced:
-            self._send({"type": "response.create"})  # the new agent answers the pending request
+            self._request_response()  # the new agent answers the pending request
         elif outcome.line:
             self._speak(outcome.line, outcome.context.agent)
         else:
@@ -281,11 +303,14 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         temperature = agent.temperature if agent.temperature is not None else None
         if temperature is not None and not 0.6 <= temperature <= 1.2:  # the realtime models' range
             temperature = None
+        turns = self.turn_taking_for(agent)
         return SessionConfig(
             instructions=ctx.system_prompt,
             voice=self.voice_for(agent).name,
             tools=tuple(t.to_realtime() for t in ctx.tools),
-            silence_duration_ms=int(agent.vad_silence_timeout_ms or self.config.silence_timeout_ms()),
+            silence_duration_ms=turns.endpointing_min_ms,
+            endpointing_max_ms=turns.endpointing_max_ms,
+            semantic_vad=self.config.semantic_vad,
             vad_threshold=self.config.vad_threshold,
             prefix_padding_ms=self.config.prefix_padding_ms,
             transcription_model=self.config.transcription_model,

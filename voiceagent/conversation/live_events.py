@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from voiceagent.conversation.common import error_content
 from voiceagent.conversation.core import words_heard
-from voiceagent.conversation.events import AgentResponse, Audio, Error, EventChannel, StateChange, Transcript
+from voiceagent.conversation.events import AgentResponse, Audio, Error, EventChannel, StateChange
+from voiceagent.conversation.live_turns import CallerTurns
 from voiceagent.conversation.providers import ToolCallRequest
 from voiceagent.conversation.timing import TurnClock, TurnTiming
 from voiceagent.llm.realtime import SAMPLE_RATE
@@ -85,7 +86,7 @@ class LiveResponse:
     timing: TurnTiming | None = None
 
 
-class RealtimeEvents:
+class RealtimeEvents(CallerTurns):
     """The server-event side of a live conversation (its state lives on the conversation)."""
 
     session_id: str
@@ -157,45 +158,6 @@ class RealtimeEvents:
             return
         logger.warning("realtime API error %s: %s", code, message)
         await self.emit(Error(self.session_id, code="realtime_error", message=f"{code}: {message}"))
-
-    async def _on_speech_started(self, event: dict[str, Any]) -> None:
-        self._barge_in("speech")
-        started = event.get("audio_start_ms")
-        self._speech_started_ms = started if isinstance(started, int) else None
-
-    async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
-        self.turn_ended_at = self.loop_time()
-        start, end = self._speech_started_ms, event.get("audio_end_ms")
-        heard_s = (end - start) / 1000.0 if isinstance(end, int) and start is not None else None
-        timing = self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
-        timing.add("realtime_audio_in_s", heard_s)
-
-    async def _on_transcription_delta(self, event: dict[str, Any]) -> None:
-        item = str(event.get("item_id") or "")
-        text = self._partials.get(item, "") + str(event.get("delta") or "")
-        self._partials[item] = text
-        if text.strip():
-            await self.emit(Transcript(self.session_id, text=text.strip(), final=False))
-
-    async def _on_transcription_completed(self, event: dict[str, Any]) -> None:
-        self._partials.pop(str(event.get("item_id") or ""), None)
-        text = str(event.get("transcript") or "").strip()
-        if not text:
-            return
-        self.clock.transcribed(self.loop_time())
-        await self.emit(Transcript(self.session_id, text=text, final=True))
-        self._user_turn(text)
-        if self._state_name == "listening":
-            await self._set_state("thinking")
-
-    async def _on_transcription_failed(self, event: dict[str, Any]) -> None:
-        self._partials.pop(str(event.get("item_id") or ""), None)
-        error = event.get("error") or {}
-        await self.emit(
-            Error(
-                self.session_id, code="stt_error", message=f"transcription failed: {error.get('message', '')}"
-            )
-        )
 
     async def _on_response_created(self, event: dict[str, Any]) -> None:
         body = event.get("response") or {}
@@ -309,9 +271,11 @@ class RealtimeEvents:
         if response is None and self._current is not None and not body.get("id"):
             response = self._current
         if response is None:
+            self._next_response()
             return
         if self._current is response:
             self._current = None
+        self._next_response()
         usage = body.get("usage")
         if isinstance(usage, dict) and response.timing is not None:
             response.timing.add("llm_tokens_in", usage.get("input_tokens"))

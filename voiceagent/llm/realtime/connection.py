@@ -135,13 +135,20 @@ def session_tools(session: SessionConfig) -> list[dict]:
     return [dict(t) for t in session.tools]
 
 
-def turn_detection(session: SessionConfig, **extra: Any) -> dict[str, Any]:
-    """The server VAD settings both dialects share (``extra`` adds a dialect's own keys)."""
+def turn_detection(session: SessionConfig, kind: str = "server_vad", **extra: Any) -> dict[str, Any]:
+    """The server VAD settings both dialects share (``extra`` adds a dialect's own keys).
+
+    ``silence_duration_ms`` is the shortest end of turn; ``create_response`` and
+    ``interrupt_response`` are off unless the session lets the service take both decisions
+    (:attr:`SessionConfig.auto_respond`): the live engine judges speech over the agent itself.
+    """
     return {
-        "type": "server_vad",
+        "type": kind,
         "threshold": session.vad_threshold,
         "prefix_padding_ms": session.prefix_padding_ms,
         "silence_duration_ms": int(session.silence_duration_ms),
+        "create_response": session.auto_respond,
+        "interrupt_response": session.auto_respond,
         **extra,
     }
 

@@ -25,7 +25,14 @@ from voiceagent.llm.realtime.session import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GA_TO_INTERNAL", "OpenAIConnection", "OpenAIRealtimeClient", "openai_voice"]
+__all__ = [
+    "GA_TO_INTERNAL",
+    "OpenAIConnection",
+    "OpenAIRealtimeClient",
+    "openai_turn_detection",
+    "openai_voice",
+    "semantic_eagerness",
+]
 
 DEFAULT_OPENAI_MODEL = "gpt-realtime"
 OPENAI_FALLBACK_VOICE = "alloy"
@@ -76,7 +83,7 @@ class OpenAIConnection(Connection):
         audio_format = {"type": "audio/pcm", "rate": SAMPLE_RATE}
         audio_in: dict[str, Any] = {
             "format": audio_format,
-            "turn_detection": turn_detection(session, create_response=True, interrupt_response=True),
+            "turn_detection": openai_turn_detection(session),
         }
         if session.transcription:
             transcription: dict[str, Any] = {"model": session.transcription_model or "gpt-4o-mini-transcribe"}
@@ -157,6 +164,31 @@ class OpenAIConnection(Connection):
 
     async def _close(self) -> None:
         await self._conn.close()
+
+
+def semantic_eagerness(max_ms: int | None) -> str:
+    """OpenAI's semantic VAD takes no timeout, only an eagerness whose longest waits are 2 s
+    (high), 4 s (medium) and 8 s (low): the least eager one that still ends a turn within
+    ``max_ms`` (ENDPOINTING_MAX_MS)."""
+    if max_ms is None:
+        return "auto"
+    if max_ms <= 2000:
+        return "high"
+    return "medium" if max_ms <= 4000 else "low"
+
+
+def openai_turn_detection(session: SessionConfig) -> dict[str, Any]:
+    """``server_vad`` (silence ends the turn after ``silence_duration_ms``), or with
+    ``semantic_vad`` the turn detector model, whose eagerness follows ``endpointing_max_ms``
+    (it has no silence setting: the model picks the wait up to that bound)."""
+    if session.semantic_vad:
+        return {
+            "type": "semantic_vad",
+            "eagerness": semantic_eagerness(session.endpointing_max_ms),
+            "create_response": session.auto_respond,
+            "interrupt_response": session.auto_respond,
+        }
+    return turn_detection(session)
 
 
 def openai_voice(name: str | None) -> str | None:

@@ -48,7 +48,13 @@ class SessionConfig:
     voice: str | None = None
     tools: tuple[dict, ...] = ()
     tool_choice: str = "auto"
-    silence_duration_ms: int = 500
+    silence_duration_ms: int = 500  # the shortest end of turn (turn_taking.endpointing_min_ms)
+    endpointing_max_ms: int | None = None  # the longest: a semantic end-of-turn detector's bound
+    semantic_vad: bool = False  # the service's semantic turn detector instead of silence alone
+    # True: the service answers at the end of speech and stops its answer when speech starts
+    # (create_response / interrupt_response); False: the engine decides both (a barge-in needs
+    # MIN_INTERRUPTION_MS of speech, a backchannel is no turn) and sends response.create itself
+    auto_respond: bool = False
     vad_threshold: float = 0.5
     prefix_padding_ms: int = 300
     transcription: bool = True

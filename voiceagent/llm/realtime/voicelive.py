@@ -21,16 +21,23 @@ from voiceagent.llm.realtime.session import (
     SessionConfig,
 )
 
-__all__ = ["VoiceLiveClient", "VoiceLiveConnection", "voicelive_voice"]
+__all__ = [
+    "VoiceLiveClient",
+    "VoiceLiveConnection",
+    "eou_supported",
+    "voicelive_turn_detection",
+    "voicelive_voice",
+]
 
 
 class VoiceLiveConnection(Connection):
     provider = "voicelive"
     label = "VoiceLive"
 
-    def __init__(self, conn: Any, secrets: tuple[str, ...]) -> None:
+    def __init__(self, conn: Any, secrets: tuple[str, ...], model: str | None = None) -> None:
         super().__init__(secrets)
         self._conn = conn
+        self.model = model
         # The SDK's send() is json.dumps + send_str on this aiohttp socket; sending our JSON text on
         # it directly saves a decode/encode pass per audio frame. The public send() is the fallback.
         self._send_str = getattr(getattr(conn, "_connection", None), "send_str", None)
@@ -42,7 +49,7 @@ class VoiceLiveConnection(Connection):
             "input_audio_format": "pcm16",
             "output_audio_format": "pcm16",
             "input_audio_sampling_rate": SAMPLE_RATE,
-            "turn_detection": turn_detection(session),
+            "turn_detection": voicelive_turn_detection(session, self.model),
             "tools": session_tools(session),
             "tool_choice": session.tool_choice,
         }
@@ -77,6 +84,30 @@ class VoiceLiveConnection(Connection):
 
     async def _close(self) -> None:
         await self._conn.close()
+
+
+def eou_supported(model: str | None) -> bool:
+    """VoiceLive's end-of-utterance detector works with its cascaded models (gpt-4o, gpt-4.1,
+    phi...), not with the native speech-to-speech ones (gpt-realtime, gpt-4o-mini-realtime,
+    phi4-mm-realtime), which the service documents as unsupported."""
+    return bool(model) and "realtime" not in str(model).lower()
+
+
+def voicelive_turn_detection(session: SessionConfig, model: str | None = None) -> dict[str, Any]:
+    """``server_vad`` (or ``azure_semantic_vad`` with ``semantic_vad``): silence of
+    ``silence_duration_ms`` ends a turn; where the model supports it, the semantic
+    end-of-utterance detector waits longer for an unfinished sentence, up to
+    ``endpointing_max_ms`` (its ``timeout_ms``)."""
+    extra: dict[str, Any] = {"auto_truncate": False}  # the engine truncates what was not heard
+    if session.endpointing_max_ms and eou_supported(model):
+        english = not session.language or session.language.lower().startswith("en")
+        extra["end_of_utterance_detection"] = {
+            "model": "semantic_detection_v1" if english else "semantic_detection_v1_multilingual",
+            "threshold_level": "default",
+            "timeout_ms": int(session.endpointing_max_ms),
+        }
+    kind = "azure_semantic_vad" if session.semantic_vad else "server_vad"
+    return turn_detection(session, kind, **extra)
 
 
 def voicelive_voice(name: str) -> str | dict[str, str]:
@@ -143,7 +174,7 @@ class VoiceLiveClient:
         options: dict[str, Any] = {"api_version": self.api_version} if self.api_version else {}
         manager = connect(endpoint=self.endpoint, credential=credential, model=self.model, **options)
         raw = await enter("VoiceLive", manager.__aenter__(), self.connect_timeout, secrets)
-        return await configured(VoiceLiveConnection(raw, secrets), session)
+        return await configured(VoiceLiveConnection(raw, secrets, self.model), session)
 
     async def close(self) -> None:
         if self._owns_credential and self._credential is not None:
