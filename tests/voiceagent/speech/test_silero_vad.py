@@ -249,9 +249,13 @@ def test_the_runtime_picks_the_vad_by_vad_provider(settings):
     assert isinstance(vad, SileroVAD) and vad.threshold == 0.6 and vad.frame_bytes == 640
     assert vad.session is shared_session()
 
+    assert vad.label.startswith("silero (Silero VAD v6") and "threshold 0.6" in vad.label
+
     settings.CONFIG = load_config({})
     appconfig.reset_for_tests()
-    assert isinstance(Runtime().vad_factory(), VoiceActivityDetector)
+    webrtc = Runtime().vad_factory()
+    assert isinstance(webrtc, VoiceActivityDetector)
+    assert webrtc.label == "webrtc (webrtcvad mode 2, gate -45 dBFS)"
 
 
 async def test_a_missing_package_fails_speech_startup_in_one_clear_line(settings, monkeypatch):
