@@ -285,9 +285,11 @@ class AudioHookConsumer(AudioSocket):
 
     async def _prepare_session(self, variables: dict[str, str], params: dict[str, Any]) -> str:
         """Create the session: scenario from ``promptName`` when it names one, the input variables in
-        working memory (verbatim, plus the promoted names agents use)."""
+        working memory (verbatim, plus the promoted names agents use); a demo caller profile made for
+        this session id before it opened (``POST /profiles/generate``) stays its caller."""
         from agents_app import sessions
         from agents_app.catalog import catalog
+        from agents_app.profiles import profile_memory
         from agents_app.sessions import db_call
 
         session_id = self.session_id
@@ -298,7 +300,11 @@ class AudioHookConsumer(AudioSocket):
             spec = spec or catalog.scenario(DEFAULT_SCENARIO)
             if spec is None:
                 raise _StartFailed(f"no scenario {hint or DEFAULT_SCENARIO!r} to run")
+            earlier = sessions.load_state(session_id)
             state = sessions.create_session(session_id, spec.name, spec.start_agent, transport=TRANSPORT)
+            caller = earlier.memory.get("caller_profile") if earlier is not None else None
+            if isinstance(caller, dict):  # a demo caller made for this session id before it opened
+                state.memory.update(profile_memory(caller))
             state.memory.update(variables)
             for name, promoted in PROMOTED.items():
                 if variables.get(name):
