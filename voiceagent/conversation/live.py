@@ -131,6 +131,7 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         self._hold: HeldSpeech | None = None  # speech over the agent, not yet judged
         self._judging: dict[str, HeldSpeech] = {}  # stopped speech over the agent awaiting its words
         self._waiting_creates: deque[dict[str, Any]] = deque()  # until the open response is done
+        self._idle_waiters: list[asyncio.Future] = []  # a filler line waits for its response
         self._reader: asyncio.Task | None = None
         self._writer: asyncio.Task | None = None
         self._tool_task: asyncio.Task | None = None
@@ -272,7 +273,7 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
                 await self._settle()
                 return
             ctx = self._ctx = await self.directory.context(self.state)
-            outcome = await run_tool_round(self, ctx, calls, reply)
+            outcome = await run_tool_round(self, ctx, calls, reply, self._say_filler)
         except asyncio.CancelledError:
             for call_id in unanswered:
                 self._send_output(call_id, error_content("interrupted", "the caller interrupted"))

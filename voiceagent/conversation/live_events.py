@@ -309,4 +309,7 @@ class RealtimeEvents(CallerTurns):
         if response.calls:
             self._tool_task = asyncio.get_running_loop().create_task(self._run_calls(response))
             return
+        if self._tool_task is not None and not self._tool_task.done():
+            await self._set_state("thinking")  # a filler while tools run: the round goes on
+            return
         await self._settle()

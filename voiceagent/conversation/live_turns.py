@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from voiceagent.conversation.events import Error, Transcript
+from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.turn_taking import TurnTaking, is_backchannel
 
@@ -83,6 +84,8 @@ class CallerTurns:
     _hold: HeldSpeech | None
     _judging: dict[str, HeldSpeech]
     _waiting_creates: deque[dict[str, Any]]
+    _idle_waiters: list[asyncio.Future]
+    config: Any  # LiveConfig
 
     if TYPE_CHECKING:  # the conversation's own (declared here only for type checkers)
 
@@ -119,8 +122,25 @@ class CallerTurns:
 
     def _next_response(self) -> None:
         """A response ended: send the ``response.create`` that waited for it."""
-        if self._waiting_creates and self._current is None and self.responses_requested == 0:
+        if self._current is not None or self.responses_requested > 0:
+            return
+        if self._waiting_creates:
             self._send(self._waiting_creates.popleft())
+            return
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _say_filler(self, line: str, agent: AgentSpec) -> None:
+        """The live side of the fillers (:func:`~voiceagent.conversation.common.run_tool_round`):
+        while tools run the agent says ``line`` as a response of its own, like a greeting; this
+        returns once that response is done (its audio is then on the playback clock, so the next
+        filler waits for it to be heard). A caller turn's barge-in cancels it like any response."""
+        self._request_response({"instructions": self.config.say_line.format(line=line)})
+        waiter = asyncio.get_running_loop().create_future()
+        self._idle_waiters.append(waiter)
+        await waiter
 
     # --- the service's VAD ----------------------------------------------------------------------------
     async def _on_speech_started(self, event: dict[str, Any]) -> None:

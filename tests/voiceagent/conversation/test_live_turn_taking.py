@@ -11,13 +11,14 @@ from dataclasses import replace
 
 import pytest
 from enginekit import AGENTS, RATE, SCENARIO, SILENCE, TONE, ConversationDriver, make_registry
-from realtime_peer import RealtimePeer, Say
+from realtime_peer import Call, RealtimePeer, Say
 
 from voiceagent.conversation.live import LiveConfig, LiveConversation
 from voiceagent.conversation.live_turns import finished_words
 from voiceagent.conversation.session import InMemorySessionStore
 from voiceagent.conversation.specs import VoiceSpec
 from voiceagent.conversation.testing import StaticDirectory
+from voiceagent.conversation.tools import ToolRegistry
 from voiceagent.conversation.turn_taking import TurnTaking, TurnTakingSpec
 from voiceagent.llm.realtime import OpenAIRealtimeClient, VoiceLiveClient
 
@@ -48,7 +49,16 @@ def client_for(kind: str, peer: RealtimePeer, model: str = "gpt-realtime"):
 class Live(ConversationDriver):
     wait_s = 5.0
 
-    def __init__(self, client, *, turns: TurnTaking | None = None, agent_turns=None, silence_ms=200, **cfg):
+    def __init__(
+        self,
+        client,
+        *,
+        turns: TurnTaking | None = None,
+        agent_turns=None,
+        silence_ms=200,
+        registry=None,
+        **kw,
+    ):
         super().__init__()
         agents = list(AGENTS)
         if agent_turns is not None:
@@ -59,15 +69,15 @@ class Live(ConversationDriver):
             silence_timeout_ms=lambda: silence_ms,
             turn_taking=lambda: turns or TurnTaking(),
             default_voice=lambda: VoiceSpec("alloy"),
-            **cfg,
+            **kw,
         )
         self.conv = LiveConversation(
             "s1",
             scenario="desk",
-            directory=StaticDirectory(agents, SCENARIO, make_registry()),
+            directory=StaticDirectory(agents, SCENARIO, registry or make_registry()),
             store=self.store,
             client=client,
-            registry=make_registry(),
+            registry=registry or make_registry(),
             config=config,
         )
 
@@ -239,6 +249,39 @@ async def test_voicelive_realtime_models_get_no_end_of_utterance_detection(peer)
         await h.quiet()
     (update,) = peer.received("session.update")
     assert "end_of_utterance_detection" not in update["session"]["turn_detection"]
+    assert not h.of("Error")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_slow_tool_brings_filler_lines_then_the_answer(kind, peer):
+    registry = ToolRegistry()
+
+    @registry.tool()
+    async def lookup(account: str) -> dict:
+        """Look up an account (slowly).
+
+        Args:
+            account: the account number
+        """
+        await asyncio.sleep(1.0)
+        return {"account": account, "balance": 42}
+
+    peer.user_says("what is my balance")
+    peer.push(Call("lookup", {"account": "1"}), Say("It is 42."))
+    turns = TurnTaking(filler_after_ms=100, fillers=("One moment.",))
+    async with Live(client_for(kind, peer), turns=turns, registry=registry) as h:
+        await h.quiet()
+        h.speak()
+        await h.until(lambda h: "It is 42." in h.said())
+        await h.quiet()
+    said = h.said()
+    assert said[0] == "Hello, front desk." and said[-1] == "It is 42."
+    assert said[1:-1] and set(said[1:-1]) == {"One moment."}  # said while the tool ran
+    kinds = h.kinds()
+    assert kinds.index("AgentResponse(front:One moment.)") < kinds.index("ToolCall(lookup:ok)")
+    # the answer's response.create went out once the filler's response was done, not refused
+    creates = peer.received("response.create")
+    assert "response" not in creates[-1] and len(creates) == 2 + len(said[1:-1]) + 1
     assert not h.of("Error")
 
 
