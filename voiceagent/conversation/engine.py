@@ -13,9 +13,12 @@ tools, runs tool calls through the registry (several per round, bounded rounds),
 on handoff tools, and hands finished clauses to a :class:`~voiceagent.conversation.speaker.Speaker`
 that synthesises them while the LLM is still streaming.
 
-Barge-in: a speech frame while the agent is responding or its audio is still playing cancels the
-response task (LLM and TTS), purges its not-yet-taken audio, emits ``StopAudio`` synchronously,
-and records in the history only what was played up to that moment.
+Barge-in, in two steps (:mod:`voiceagent.conversation.listening` decides when): caller speech over
+the agent lasting ``MIN_INTERRUPTION_MS`` *holds* the answer - its not-yet-taken audio is purged,
+``StopAudio`` goes out synchronously, its speaker stops but keeps what was not heard. The caller's
+words then decide: noise or a backchannel resumes the answer from the interrupted clause (the
+history notes the interruption where it happened); anything else abandons it (LLM and TTS
+cancelled) and records in the history only what was played up to the hold.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Unpack
 from voiceagent.conversation.common import history_lines, persist, run_tool_round
 from voiceagent.conversation.context import AgentDirectory, TurnContext, resolve_tools
 from voiceagent.conversation.core import DTMF_DIGITS, ENDED_BY_AGENT, ConversationCore, SessionArgs
-from voiceagent.conversation.events import AgentResponse, Audio, Error
+from voiceagent.conversation.events import AgentResponse, Audio, Error, StopAudio
 from voiceagent.conversation.listening import CascadeListening, ListeningConfig, VADLike
 from voiceagent.conversation.providers import (
     ChatProvider,
@@ -89,6 +92,7 @@ class Conversation(CascadeListening, ConversationCore):
         self._response_task: asyncio.Task | None = None
         self._speaker: Speaker | None = None
         self._pending: tuple[int, str, Speaker] | None = None  # assistant speech to commit once played
+        self._held: Speaker | None = None  # an answer stopped by the caller, not abandoned yet
         self._current_agent: AgentSpec | None = None
         self._init_listening()
 
@@ -120,6 +124,7 @@ class Conversation(CascadeListening, ConversationCore):
         now = self.loop_time()
         start = max(now, self.playback_end)
         self.playback_end = start + len(pcm) / 2 / sample_rate
+        self.note_agent_audio(pcm, sample_rate, start)
         self.channel.put_nowait(
             Audio(self.session_id, pcm=pcm, sample_rate=sample_rate, seq=next(self._seq), response_id=rid)
         )
@@ -127,15 +132,54 @@ class Conversation(CascadeListening, ConversationCore):
 
     def _agent_busy(self) -> bool:
         responding = self._response_task is not None and not self._response_task.done()
-        return responding or self.loop_time() < self.playback_end
+        return responding or self._held is not None or self.loop_time() < self.playback_end
+
+    def _hold_answer(self) -> bool:
+        """The caller has talked over the agent long enough: stop its audio now (``StopAudio``,
+        queued audio purged) but keep its answer, to resume or abandon once the caller's words are
+        known. False when there was nothing to stop."""
+        speaker = self._speaker
+        if self._held is not None or speaker is None or self._loop is None:
+            return False
+        now = self.loop_time()
+        audio_out = now < self.playback_end
+        if not speaker.hold(now):
+            return False
+        self._held = speaker
+        rid = speaker.rid
+        self.channel.purge(lambda e: isinstance(e, Audio) and e.response_id == rid)
+        if audio_out:
+            self.channel._append(StopAudio(self.session_id, reason="barge_in", response_id=rid))
+            speaker.timing.barge_in_ms = round((self.loop_time() - now) * 1000.0, 3)
+        self.playback_end = now
+        self._echo.cut(now)
+        self.log.debug("caller over the agent: response %s held", rid)
+        return True
+
+    def _resume_answer(self, heard: str) -> None:
+        """What held the answer was noise or a backchannel: say the interrupted clause again and go
+        on; the history shows the interruption (``heard``) where it happened."""
+        speaker, self._held = self._held, None
+        if speaker is None or self.closed:
+            return
+        note = f'[caller: "{heard}"; resumed]' if heard else "[caller noise; resumed]"
+        speaker.resume(note, self.loop_time())
+        rid = speaker.rid
+        self.active_rid = rid
+        if self._pending is not None and self._pending[2] is speaker:  # its response had finished
+            speaker.when_done(lambda: self._commit_when_played(self.playback_end, self._commit_pending, rid))
+        self.log.debug("response %s resumed after %s", rid, note)
 
     def _interrupt(self, now: float) -> tuple[int, bool, str | None]:
-        """Cancel the response (LLM and TTS) and its queued audio; commit what was played by ``now``."""
+        """Cancel the response (LLM and TTS) and its queued audio; commit what was played by ``now``
+        (by the hold, for an answer the caller had already stopped)."""
         rid = self.active_rid
         speaker, self._speaker = self._speaker, None  # handled: a second call (new turn) finds nothing
+        held, self._held = self._held, None
+        self._echo.cut(now)
         if speaker is not None and speaker.committed:  # played in full and recorded: nothing to stop
             speaker = None
-        audio_out = now < self.playback_end or (speaker is not None and bool(speaker.spoken))
+        audio_out = now < self.playback_end or (speaker is not None and bool(speaker.spoken) and held is None)
         if rid is not None:
             self.channel.purge(lambda e: isinstance(e, Audio) and e.response_id == rid)
         if self._response_task is not None and not self._response_task.done():
@@ -198,8 +242,15 @@ class Conversation(CascadeListening, ConversationCore):
         self._commit_when_played(self.playback_end, self._commit_pending, rid)
 
     def _commit_pending(self, rid: int) -> None:
-        if self._pending is not None and self._pending[0] == rid:
-            self._commit(self._take_pending(), float("inf"))
+        if self._pending is None or self._pending[0] != rid:
+            return
+        speaker = self._pending[2]
+        if speaker.held:  # stopped by the caller: committed when resumed and played, or abandoned
+            return
+        if self.active_rid == rid and self.loop_time() < self.playback_end:  # resumed: plays on
+            self._commit_when_played(self.playback_end, self._commit_pending, rid)
+            return
+        self._commit(self._take_pending(), float("inf"))
 
     def _take_pending(self) -> tuple[int, str, Speaker] | None:
         pending, self._pending = self._pending, None
@@ -215,7 +266,7 @@ class Conversation(CascadeListening, ConversationCore):
         if not text or speaker.committed:
             return
         speaker.committed = True
-        if now != float("inf") and text != speaker.all_spoken():
+        if now != float("inf") and (speaker.cut or text != speaker.all_spoken()):
             text += " …"  # interrupted here
         self._add_assistant_turn(text, agent, speaker.timing)
 

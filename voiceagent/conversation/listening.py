@@ -2,9 +2,21 @@
 
 A mixin of :class:`~voiceagent.conversation.engine.Conversation`. ``push_audio`` -> ``_feed`` ->
 ``_on_frame`` run inline for every 20 ms frame of every call, so they stay flat: no task hop,
-queue or extra call per frame beyond the VAD. A speech frame while the agent is busy is a
-barge-in; ``VAD_SILENCE_TIMEOUT`` of silence (or the agent's override) ends the utterance, whose
-task feeds a streaming STT and hands the final text to ``_start_turn``.
+queue or extra call per frame beyond the VAD. The utterance's task feeds a streaming STT and
+judges the final text (:meth:`CascadeListening._heard`).
+
+Turn-taking (settings: :mod:`voiceagent.conversation.turn_taking`):
+
+- *Echo*: while the agent's audio plays, a speech frame much weaker than that audio is its echo
+  (:mod:`voiceagent.conversation.echo`) and counts as silence.
+- *Interruptions*: speech over the agent lasting ``min_interruption_ms`` (or an interim transcript
+  with a word that is no backchannel) holds the agent's answer; the final transcript decides: noise
+  or a backchannel resumes it, anything else abandons it and becomes the caller's turn. A shorter
+  sound over the agent (a cough, a quick "yeah") never stops it.
+- *End of turn*: the silence that ends an utterance adapts to what was said: the minimum
+  (``VAD_SILENCE_TIMEOUT``) after a complete-sounding phrase, the maximum after an unfinished
+  clause or a number being read. A recogniser that can (Whisper) is asked for a hypothesis at each
+  pause, so the rule judges the words just said.
 """
 
 from __future__ import annotations
@@ -17,10 +29,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from voiceagent.conversation.core import CoreConfig
+from voiceagent.conversation.echo import EchoReference
 from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.timing import TurnClock
+from voiceagent.conversation.turn_taking import TurnTaking, endpoint_ms, is_backchannel
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -34,6 +48,7 @@ class ListeningConfig(CoreConfig):
     input_queue_frames: int = 500  # audio kept from before start() (10 s of 20 ms frames); oldest dropped
     preroll_frames: int = 15  # audio kept from before speech started (300 ms)
     max_utterance_frames: int = 3000  # 60 s
+    pause_hint_ms: int = 160  # silence after which the recogniser is asked what was said so far
 
 
 class VADLike(Protocol):
@@ -44,7 +59,11 @@ class VADLike(Protocol):
 class _Utterance:
     frames: asyncio.Queue = field(default_factory=lambda: asyncio.Queue())
     task: asyncio.Task | None = None
+    stream: STTStream | None = None
     frames_in: int = 0
+    over_agent_ms: int = 0  # speech while the agent was busy
+    held: bool = False  # it held the agent's answer
+    hint_pending: bool = False  # a hypothesis for the current pause was asked for
 
 
 class CascadeListening:
@@ -59,7 +78,9 @@ class CascadeListening:
     paused: bool
     turn_ended_at: float | None
     clock: TurnClock
+    playback_end: float
     _current_agent: AgentSpec | None
+    _held: Any
 
     if TYPE_CHECKING:  # the conversation's own (declared here only for type checkers)
 
@@ -70,6 +91,12 @@ class CascadeListening:
         def _agent_busy(self) -> bool: ...
 
         def _barge_in(self, cause: str) -> None: ...
+
+        def _hold_answer(self) -> bool: ...
+
+        def _resume_answer(self, heard: str) -> None: ...
+
+        def turn_taking_for(self, agent: AgentSpec | None) -> TurnTaking: ...
 
         def _start_turn(self, text: str) -> None: ...
 
@@ -87,11 +114,15 @@ class CascadeListening:
         self._frame_bytes = config.sample_rate * config.frame_ms // 1000 * 2
         self._resamplers: dict[int, Any] = {}
         self._chunk = bytearray()
+        self._echo = EchoReference()
+        self._turn = TurnTaking()  # refreshed when listening begins and at each utterance
+        self._endpoint_ms = self._turn.endpointing_min_ms
 
     def _begin_listening(self) -> None:
         """The session is open: process the audio pushed before, then each push at once."""
         early, self._early = self._early, deque()
         self._listening = True
+        self._turn = self.turn_taking_for(self._current_agent)
         for pcm, rate in early:
             self._feed(pcm, rate)
 
@@ -137,13 +168,15 @@ class CascadeListening:
         if self.paused:
             return
         speech = self.vad.is_speech(frame)
-        if speech and self._agent_busy():
-            self._barge_in("speech")
+        if speech and self._echo.is_echo(_level(frame), self.loop_time(), self._turn.echo_gate_db):
+            speech = False  # the agent's own voice coming back
         utterance = self._utterance
         if utterance is None:
             if not speech:
                 self._preroll.append(frame)
                 return
+            self._turn = self.turn_taking_for(self._current_agent)
+            self._endpoint_ms = self._turn.endpointing_min_ms
             utterance = self._utterance = _Utterance()
             for old in self._preroll:
                 utterance.frames.put_nowait(old)
@@ -154,11 +187,17 @@ class CascadeListening:
         if utterance.frames_in < self.config.max_utterance_frames:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1
-        self._silence_ms = 0 if speech else self._silence_ms + self.config.frame_ms
-        if (
-            self._silence_ms >= self._silence_timeout()
-            or utterance.frames_in >= self.config.max_utterance_frames
-        ):
+        if speech:
+            self._silence_ms = 0
+            if self._held is None and self._agent_busy():  # talking over the agent
+                utterance.over_agent_ms += self.config.frame_ms
+                if utterance.over_agent_ms >= self._turn.min_interruption_ms:
+                    utterance.held = self._hold_answer()
+        else:
+            self._silence_ms += self.config.frame_ms
+            if self._silence_ms == self.config.pause_hint_ms:
+                self._ask_hypothesis(utterance)
+        if self._silence_ms >= self._endpoint_ms or utterance.frames_in >= self.config.max_utterance_frames:
             self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
             heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
             self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
@@ -166,16 +205,28 @@ class CascadeListening:
             self._utterance = None
             self._silence_ms = 0
 
-    def _silence_timeout(self) -> int:
-        agent = self._current_agent
-        if agent is not None and agent.vad_silence_timeout_ms:
-            return agent.vad_silence_timeout_ms
-        return self.config.silence_timeout_ms()
+    def _ask_hypothesis(self, utterance: _Utterance) -> None:
+        """A pause: ask the recogniser (when it can say) what was said so far, and wait for the
+        answer (up to the maximum) before ending the turn."""
+        hint = getattr(utterance.stream, "hint_pause", None)
+        if hint is not None and hint():
+            utterance.hint_pending = True
+            self._endpoint_ms = max(self._endpoint_ms, self._turn.endpointing_max_ms)
+
+    def _caller_speaking(self) -> bool:
+        """An utterance is in progress (no re-prompt while the caller is talking)."""
+        return self._utterance is not None
+
+    def note_agent_audio(self, pcm: bytes, sample_rate: int, start: float) -> None:
+        """Agent audio that plays from ``start``: the echo gate's reference."""
+        if self._turn.echo_gate_db > 0.0:
+            self._echo.add(pcm, sample_rate, start)
 
     async def _run_utterance(self, utterance: _Utterance) -> None:
         stream: STTStream | None = None
         try:
-            stream = await self.stt.open(self.config.language, self._on_interim)
+            stream = await self.stt.open(self.config.language, lambda text: self._on_interim(utterance, text))
+            utterance.stream = stream
             while True:
                 frame = await utterance.frames.get()
                 if frame is None:
@@ -196,18 +247,45 @@ class CascadeListening:
                 Error(self.session_id, code="stt_error", message=f"speech recognition failed: {exc}")
             )
             logger.warning("stt failed: %s", exc)
+            if utterance.held:  # nothing understood: the agent goes on
+                self._resume_answer("")
             return
         if text:
             self.clock.transcribed(self.loop_time())
             await self.emit(Transcript(self.session_id, text=text, final=True))
+        self._heard(utterance, text)
+
+    def _heard(self, utterance: _Utterance, text: str) -> None:
+        """The caller's utterance is recognised: a turn, or - when it was said over the agent and is
+        only noise or a backchannel - the agent goes on (resumed where it was held)."""
+        if utterance.held and self._held is not None:
+            if not text or is_backchannel(text):
+                self._resume_answer(text)
+                return
+        elif utterance.over_agent_ms and self._agent_busy() and (not text or is_backchannel(text)):
+            return  # a short sound or an "uh-huh" while the agent speaks: it never stopped
+        if text:
             self._start_turn(text)
 
-    def _on_interim(self, text: str) -> None:
-        if text and not self.closed:
+    def _on_interim(self, utterance: _Utterance, text: str) -> None:
+        if self.closed:
+            return
+        if text:
             self.channel.put_nowait(Transcript(self.session_id, text=text, final=False))
+        if utterance is self._utterance:
+            utterance.hint_pending = False
+            self._endpoint_ms = endpoint_ms(text, self._turn)
+            if utterance.over_agent_ms and self._held is None and text and not is_backchannel(text):
+                utterance.held = self._hold_answer()  # a recognised word over the agent
 
     def _cancel_utterance(self) -> None:
         if self._utterance is not None and self._utterance.task is not None:
             self._utterance.task.cancel()
         self._utterance = None
         self._silence_ms = 0
+
+
+def _level(frame: bytes) -> float:
+    from voiceagent.speech.audio import rms_dbfs
+
+    return rms_dbfs(frame)

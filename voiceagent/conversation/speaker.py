@@ -3,12 +3,18 @@
 A :class:`Speaker` takes clauses while the LLM is still streaming, synthesises them one after the
 other with the agent's voice, and remembers when each one plays, so that a barge-in can record
 in the history only the words the caller actually heard (:meth:`Speaker.spoken_until`).
+
+A speaker can be *held* (:meth:`Speaker.hold`): the caller talks over the agent and it stops
+talking, but its answer is not abandoned yet. If what the caller said turns out to be noise or a
+backchannel ("uh-huh"), :meth:`Speaker.resume` says the interrupted clause again from its start
+and goes on; the history shows the interruption where it happened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,11 +46,14 @@ class SpeakerHost(Protocol):
 
 @dataclass
 class Spoken:
-    """A clause and when it plays (loop time)."""
+    """A clause and when it plays (loop time); a ``note`` (an interruption that was resumed) is
+    recorded whole, it was never spoken."""
 
     text: str
     start: float
     end: float
+    agent: AgentSpec | None = None
+    note: bool = False
 
 
 class Speaker:
@@ -58,22 +67,80 @@ class Speaker:
         self.spoken: list[Spoken] = []
         self.failed = False
         self.committed = False  # its words are in the history: never a second time
+        self.held = False  # stopped by the caller, not abandoned (yet)
+        self.cut = False  # stopped before the end of its last clause
+        self._current: tuple[str, AgentSpec] | None = None  # the clause being synthesised
+        self._replay: list[tuple[str, AgentSpec]] = []  # clauses to say again on resume
+        self._done = asyncio.get_running_loop().create_future()  # set when the last clause is out
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"tts-{rid}")
 
     async def say(self, text: str, agent: AgentSpec) -> None:
         await self.queue.put((text, agent))
 
     async def finish(self) -> None:
+        """Wait until every clause said so far has been synthesised (a held speaker: until it is
+        resumed and done, or cancelled)."""
         await self.queue.put(None)
-        await self.task
+        await asyncio.shield(self._done)
 
     def cancel(self) -> None:
         self.task.cancel()
+        if not self._done.done():
+            self._done.cancel()
+
+    def hold(self, now: float) -> bool:
+        """The caller talks over the agent: stop synthesising; what was not heard by ``now`` (the
+        clause playing, whatever came after it) is kept to be said again on :meth:`resume`. The
+        caller of this purges the audio already queued. False when there was nothing left to say."""
+        if self.held or self.committed:
+            return False
+        self.task.cancel()
+        heard: list[Spoken] = []
+        replay: list[tuple[str, AgentSpec]] = []
+        for item in self.spoken:
+            if item.note or now >= item.end:
+                heard.append(item)
+                continue
+            if item.agent is not None:
+                replay.append((item.text, item.agent))
+            words = words_heard(item.text.split(), item.start, item.end, now)
+            if words:  # the share of the interrupted clause the caller heard
+                heard.append(Spoken(" ".join(words), item.start, now, None))
+        if self._current is not None:
+            replay.append(self._current)
+            self._current = None
+        self.spoken = heard
+        self._replay = replay + self._replay
+        self.held = bool(self._replay) or not self._done.done()
+        self.cut = self.held
+        return self.held  # False: it had all played, nothing to stop
+
+    def resume(self, note: str, now: float) -> None:
+        """Not an interruption after all: say the interrupted clause again and go on. ``note``
+        (what the caller said) goes into the history where the agent stopped."""
+        if not self.held:
+            return
+        self.held = False
+        self.cut = False
+        self.spoken.append(Spoken(note, now, now, None, note=True))
+        loop = asyncio.get_running_loop()
+        if self._done.done():  # its response had finished: the replay is all that is left
+            self._done = loop.create_future()
+            self.queue.put_nowait(None)
+        self.task = loop.create_task(self._run(), name=f"tts-{self.rid}")
+
+    def when_done(self, callback: Callable[[], None]) -> None:
+        """``callback()`` once every clause given so far has been synthesised (not if cancelled)."""
+        self._done.add_done_callback(lambda f: None if f.cancelled() or f.exception() else callback())
 
     def spoken_until(self, now: float) -> str:
         """The words actually played by ``now``: whole clauses, plus the played share of the current one."""
         words: list[str] = []
         for item in self.spoken:
+            if item.note:
+                if item.start <= now:
+                    words.append(item.text)
+                continue
             words.extend(words_heard(item.text.split(), item.start, item.end, now))
         return " ".join(words)
 
@@ -81,14 +148,30 @@ class Speaker:
         return " ".join(s.text for s in self.spoken)
 
     async def _run(self) -> None:
+        try:
+            await self._speak_queued()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: whoever waits in finish() hears of it
+            if not self._done.done():
+                self._done.set_exception(exc)
+            raise
+
+    async def _speak_queued(self) -> None:
         conv = self.conv
         while True:
-            item = await self.queue.get()
+            if self._replay:
+                item: tuple[str, AgentSpec] | None = self._replay.pop(0)
+            else:
+                item = await self.queue.get()
             if item is None:
+                if not self._done.done():
+                    self._done.set_result(None)
                 return
             text, agent = item
             if self.failed:
                 continue
+            self._current = item
             voice = conv.voice_for(agent)
             start: float | None = None
             self.timing.mark("tts_request", conv.loop_time())
@@ -106,13 +189,15 @@ class Speaker:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # TTS failure: the text still goes out, audio stops
+                self._current = None
                 self.failed = True
                 await conv.emit(
                     Error(conv.session_id, code="tts_error", message=f"speech synthesis failed: {exc}")
                 )
                 logger.warning("tts failed: %s", exc)
                 continue
+            self._current = None
             if start is not None:
-                self.spoken.append(Spoken(text, start, conv.playback_end))
+                self.spoken.append(Spoken(text, start, conv.playback_end, agent))
             elif not self.failed:
-                self.spoken.append(Spoken(text, conv.loop_time(), conv.loop_time()))
+                self.spoken.append(Spoken(text, conv.loop_time(), conv.loop_time(), agent))

@@ -88,12 +88,13 @@ async def test_cascade_handoff():
 
 async def test_cascade_barge_in_is_timed_on_the_interrupted_turn():
     story = "Once upon a time " * 15
-    async with Harness(script=[story], texts=["a story please"], tts=InstantTTS(ms_per_word=40)) as h:
+    texts = ["a story please", "wait a moment"]
+    async with Harness(script=[story, "Yes?"], texts=texts, tts=InstantTTS(ms_per_word=40)) as h:
         await h.idle()
         h.speak()
         await h.until(lambda h: h.of("TurnMetrics") and h.conv.playback_end - h.conv.loop_time() > 1.0)
         await asyncio.sleep(0.25)  # some words are heard
-        h.conv.push_audio(TONE, 16000)  # speech over the agent
+        h.speak(speech_frames=20)  # the caller talks over the agent (longer than MIN_INTERRUPTION_MS)
         await h.until(lambda h: h.of("StopAudio") and len(assistant_turns(h.store)) == 2)
     greeting, interrupted = assistant_turns(h.store)
     assert interrupted.content.endswith("…") and isinstance(interrupted.latency_ms["barge_in"], float)

@@ -1,0 +1,264 @@
+"""Turn-taking over the browser socket with the real offline recogniser (Whisper), the real offline
+voice (Piper), webrtcvad and caller sounds synthesised at test time in espeak-ng voices that are
+not the agent's: a cough does not stop the agent, a backchannel stops it and it resumes, its own
+echo never interrupts it, a real interruption does, a caller pausing inside a sentence is not cut
+off. The caller's microphone runs in real time, like a browser's, and plays back what it receives
+the way a browser does (flushed at a barge-in), so the echo is the audio the caller really hears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+
+import numpy as np
+import pytest
+import pytest_asyncio
+from channels.auth import AuthMiddlewareStack
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from voices import Voice, pcm16
+
+from voiceagent.config import load_config
+from voiceagent.conversation.testing import ScriptedChat
+from voiceagent.routing import websocket_urlpatterns
+from voiceagent.speech import pools
+from voiceagent.speech.factory import build_speech_providers
+from voiceagent.speech.vad import VoiceActivityDetector
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.slow,
+]
+APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+FRAME = 320  # 20 ms at 16 kHz
+ANSWER = (
+    "Our bank offers checking and savings accounts, credit cards and loans. You can manage your "
+    "cards, check your balance, report fraud and talk to a specialist at any time of the day or "
+    "night. Is there anything in particular you would like to know about?"
+)
+CALLER = Voice("en-gb+f3", 150)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def providers():
+    saved = dict(pools.POOLS)
+    stt, tts = await asyncio.to_thread(build_speech_providers, load_config({"STT_POOL_SIZE": "2"}))
+    await stt.warm()
+    yield stt, tts
+    await stt.close()
+    await tts.close()
+    pools.POOLS.clear()
+    pools.POOLS.update(saved)
+
+
+@pytest.fixture
+def runtime(fake_runtime, providers):
+    fake_runtime.stt, fake_runtime.tts = providers
+    fake_runtime.chat = ScriptedChat(default=ANSWER)
+    fake_runtime.vad_factory = lambda: VoiceActivityDetector(16000, 20, aggressiveness=2)
+    return fake_runtime
+
+
+def cough(ms: int = 150, seed: int = 1) -> np.ndarray:
+    """A cough-like burst: low-passed noise under a fast attack, slow decay envelope, loud."""
+    rng = np.random.default_rng(seed)
+    n = 16 * ms
+    noise = np.convolve(rng.standard_normal(n), np.ones(6) / 6, mode="same")
+    envelope = np.minimum(np.arange(n) / (n * 0.1), 1.0) * np.exp(-np.arange(n) / (n * 0.35))
+    return (noise / np.abs(noise).max() * envelope * 14000).astype(np.int16)
+
+
+def speech(text: str) -> np.ndarray:
+    return np.frombuffer(pcm16(text, CALLER), dtype="<i2")
+
+
+class Caller:
+    """A browser: a real-time microphone (what the caller says, plus optionally the echo of what it
+    hears) and a speaker playing the agent's audio at real time, flushed on a barge-in."""
+
+    def __init__(self, comm: WebsocketCommunicator, echo_db: float | None = None, echo_ms: int = 120):
+        self.comm = comm
+        self.messages: list[tuple[float, dict]] = []
+        self._say = np.zeros(0, dtype=np.int16)
+        self._playing = np.zeros(0, dtype=np.int16)  # received, not yet played
+        self._played: list[np.ndarray] = [np.zeros(FRAME, np.int16)] * max(1, echo_ms // 20)
+        self.echo_gain = None if echo_db is None else 10 ** (-echo_db / 20)
+        self._tasks: list[asyncio.Task] = []
+
+    def loop_time(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def __aenter__(self) -> Caller:
+        self._tasks = [asyncio.create_task(self._mic()), asyncio.create_task(self._receive())]
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.comm.disconnect()
+
+    def say(self, samples: np.ndarray) -> None:
+        self._say = np.concatenate([self._say, samples.astype(np.int16)])
+
+    async def _mic(self) -> None:
+        start = self.loop_time()
+        tick = 0
+        while True:
+            tick += 1
+            frame = np.zeros(FRAME, np.float32)
+            if len(self._say):
+                part, self._say = self._say[:FRAME], self._say[FRAME:]
+                frame[: len(part)] += part
+            heard = self._playing[:FRAME]  # what the speaker plays in this 20 ms
+            self._playing = self._playing[FRAME:]
+            self._played.append(np.pad(heard, (0, FRAME - len(heard))))
+            echo = self._played.pop(0)
+            if self.echo_gain is not None:
+                frame += echo.astype(np.float32) * self.echo_gain
+            data = np.clip(frame, -32768, 32767).astype("<i2").tobytes()
+            await self.comm.send_to(bytes_data=data)
+            await asyncio.sleep(max(0.0, start + tick * 0.02 - self.loop_time()))
+
+    async def _receive(self) -> None:
+        while True:
+            try:
+                message = json.loads(await self.comm.receive_from(30))
+            except TimeoutError:
+                continue
+            self.messages.append((self.loop_time(), message))
+            if message["type"] == "audio":
+                samples = np.frombuffer(base64.b64decode(message["payload"]["data"]), "<i2")
+                self._playing = np.concatenate([self._playing, samples])
+            elif is_barge_in(message):
+                self._playing = np.zeros(0, dtype=np.int16)
+
+    async def wait(self, predicate, timeout: float = 30.0, after: float = 0.0) -> float:
+        async with asyncio.timeout(timeout):
+            while True:
+                for at, message in self.messages:
+                    if at >= after and predicate(message):
+                        return at
+                await asyncio.sleep(0.02)
+
+    def playing_s(self) -> float:
+        return len(self._playing) / 16000
+
+    def since(self, at: float) -> list[dict]:
+        return [m for t, m in self.messages if t >= at]
+
+
+def is_barge_in(m: dict) -> bool:
+    return m["type"] == "event" and m["payload"].get("name") == "barge_in"
+
+
+def final(kind: str):
+    return lambda m: m["type"] == kind and m["payload"].get("final") is True
+
+
+async def talking_agent(echo_db: float | None = None) -> Caller:
+    """A caller whose agent is 1.5 s into a ~12 s answer."""
+    comm = WebsocketCommunicator(APP, "/api/v1/browser/conversation")
+    connected, _ = await comm.connect()
+    assert connected
+    caller = Caller(comm, echo_db=echo_db)
+    await caller.__aenter__()
+    await comm.send_to(
+        text_data=json.dumps({"type": "config", "payload": {"scenario": "banking", "sample_rate": 16000}})
+    )
+    await comm.send_to(text_data=json.dumps({"type": "control", "payload": {"action": "start"}}))
+    await caller.wait(final("response"))  # the greeting
+    await caller.wait(lambda m: m["type"] == "event" and m["payload"].get("state") == "listening")
+    while caller.playing_s() > 0:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    asked = caller.loop_time()
+    await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "tell me about the bank"}}))
+    await caller.wait(lambda m: m["type"] == "audio", after=asked)
+    await asyncio.sleep(1.5)
+    return caller
+
+
+def answers(caller: Caller, after: float) -> list[str]:
+    return [m["payload"]["text"] for m in caller.since(after) if final("response")(m)]
+
+
+async def test_a_cough_over_the_agent_does_not_stop_it(runtime):
+    caller = await talking_agent()
+    async with caller:
+        at = caller.loop_time()
+        caller.say(cough(150))
+        await asyncio.sleep(3.0)
+        assert not [m for m in caller.since(at) if is_barge_in(m)]
+        assert caller.playing_s() > 0 or any(m["type"] == "audio" for m in caller.since(at + 1.0))
+
+
+async def test_a_backchannel_stops_the_agent_and_it_resumes_where_it_was(runtime, api_client):
+    caller = await talking_agent()
+    async with caller:
+        at = caller.loop_time()
+        caller.say(speech("uh huh, okay"))
+        stopped = await caller.wait(is_barge_in, after=at, timeout=5)
+        resumed = await caller.wait(lambda m: m["type"] == "audio", after=stopped + 0.05, timeout=15)
+        await asyncio.sleep(2.0)
+        assert resumed - stopped < 10
+        assert answers(caller, at) == []  # no answer to "uh-huh": the same answer went on
+    state = await asyncio.to_thread(runtime_history, api_client, caller)
+    assert any("resumed]" in text for text in state), state  # the history says what happened
+
+
+def runtime_history(api_client, caller: Caller) -> list[str]:
+    session_id = next(m["session_id"] for _, m in caller.messages if m.get("session_id"))
+    turns: list[str] = []
+    for _ in range(60):  # the history writer is off the socket path
+        history = api_client.get(f"/api/v1/sessions/{session_id}").json()["history"]
+        turns = [t["content"] for t in history if t["role"] == "assistant"]
+        if any("resumed]" in text for text in turns):
+            break
+        time.sleep(0.1)
+    return turns
+
+
+async def test_the_agents_own_echo_does_not_interrupt_it(runtime):
+    caller = await talking_agent(echo_db=15)
+    async with caller:
+        at = caller.loop_time()
+        await asyncio.sleep(4.0)
+        assert not [m for m in caller.since(at) if is_barge_in(m)]
+        assert not [m for m in caller.since(at) if final("transcript")(m)]
+
+
+async def test_a_real_interruption_stops_the_agent_and_is_answered(runtime):
+    caller = await talking_agent(echo_db=15)
+    async with caller:
+        at = caller.loop_time()
+        caller.say(speech("wait, stop, I have a different question about my card"))
+        await caller.wait(is_barge_in, after=at, timeout=5)
+        await caller.wait(final("transcript"), after=at, timeout=15)
+        await caller.wait(final("response"), after=at, timeout=15)
+
+
+async def test_a_pause_inside_a_sentence_does_not_end_the_turn(runtime):
+    caller = await talking_agent()
+    async with caller:
+        caller.say(speech("wait"))  # stop the agent first, then speak with a pause
+        await caller.wait(is_barge_in, timeout=5)
+        await caller.wait(final("response"), after=caller.loop_time(), timeout=15)
+        while caller.playing_s() > 0:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
+        at = caller.loop_time()
+        pause = np.zeros(16 * 1000, np.int16)
+        caller.say(np.concatenate([speech("my card number is"), pause, speech("four two seven one")]))
+        await caller.wait(final("transcript"), after=at, timeout=20)
+        await asyncio.sleep(2.5)
+        finals = [m["payload"]["text"] for m in caller.since(at) if final("transcript")(m)]
+        assert len(finals) == 1, finals
+        assert "card" in finals[0].lower()
