@@ -56,7 +56,6 @@ from voiceagent.conversation.live_turns import HeldSpeech
 from voiceagent.conversation.providers import ProviderError, ToolCallRequest
 from voiceagent.conversation.session import Turn
 from voiceagent.conversation.specs import AgentSpec
-from voiceagent.conversation.turn_taking import TurnTaking
 from voiceagent.llm.realtime import SAMPLE_RATE, RealtimeClient, RealtimeConnection, SessionConfig
 from voiceagent.speech.audio import DEFAULT_QUALITY, StreamResampler
 
@@ -181,16 +180,6 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         self._audio_out.clear()
         self._forget_speech()
         self._send({"type": "input_audio_buffer.clear"})
-
-    def _forget_speech(self) -> None:
-        for hold in (self._hold, *self._judging.values()):
-            if hold is not None:
-                hold.cancel_timer()
-        self._hold = None
-        self._judging.clear()
-
-    def _turn_taking(self) -> TurnTaking:
-        return self.turn_taking_for(self._ctx.agent if self._ctx is not None else None)
 
     def _transcribing(self) -> bool:
         return self._sent_session is None or self._sent_session.transcription

@@ -86,6 +86,7 @@ class CallerTurns:
     _waiting_creates: deque[dict[str, Any]]
     _idle_waiters: list[asyncio.Future]
     config: Any  # LiveConfig
+    _ctx: Any  # TurnContext | None
 
     if TYPE_CHECKING:  # the conversation's own (declared here only for type checkers)
 
@@ -105,7 +106,7 @@ class CallerTurns:
 
         def _send(self, event: dict[str, Any]) -> None: ...
 
-        def _turn_taking(self) -> TurnTaking: ...
+        def turn_taking_for(self, agent: AgentSpec | None) -> TurnTaking: ...
 
         def _transcribing(self) -> bool: ...
 
@@ -141,6 +142,17 @@ class CallerTurns:
         waiter = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(waiter)
         await waiter
+
+    def _turn_taking(self) -> TurnTaking:
+        return self.turn_taking_for(self._ctx.agent if self._ctx is not None else None)
+
+    def _forget_speech(self) -> None:
+        """Pausing or closing: speech being judged is dropped (its timer with it)."""
+        for hold in (self._hold, *self._judging.values()):
+            if hold is not None:
+                hold.cancel_timer()
+        self._hold = None
+        self._judging.clear()
 
     # --- the service's VAD ----------------------------------------------------------------------------
     async def _on_speech_started(self, event: dict[str, Any]) -> None:
