@@ -198,12 +198,15 @@ class CascadeListening:
             if self._silence_ms == self.config.pause_hint_ms:
                 self._ask_hypothesis(utterance)
         if self._silence_ms >= self._endpoint_ms or utterance.frames_in >= self.config.max_utterance_frames:
-            self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
-            heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
-            self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
-            utterance.frames.put_nowait(None)  # end of turn
-            self._utterance = None
-            self._silence_ms = 0
+            self._end_utterance(utterance)
+
+    def _end_utterance(self, utterance: _Utterance) -> None:
+        self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
+        heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
+        self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
+        utterance.frames.put_nowait(None)  # end of turn
+        self._utterance = None
+        self._silence_ms = 0
 
     def _ask_hypothesis(self, utterance: _Utterance) -> None:
         """A pause: ask the recogniser (when it can say) what was said so far, and wait for the
@@ -277,6 +280,8 @@ class CascadeListening:
             self._endpoint_ms = endpoint_ms(text, self._turn)
             if utterance.over_agent_ms and self._held is None and text and not is_backchannel(text):
                 utterance.held = self._hold_answer()  # a recognised word over the agent
+            if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+                self._end_utterance(utterance)  # the pause was already long enough for these words
 
     def _cancel_utterance(self) -> None:
         if self._utterance is not None and self._utterance.task is not None:

@@ -122,7 +122,7 @@ _UNFINISHED_ENDINGS: frozenset[str] = frozenset(
         # articles, possessives, copulas and hesitations: the object is still to come
         "a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "this", "these",
         "is", "are", "was", "were", "be", "am", "it's", "i'm", "i", "we", "um", "uh", "er", "erm",
-        "hmm", "well", "number", "code", "account", "card", "name", "digits", "than", "is,",
+        "hmm", "well", "than",
     }
 )  # fmt: skip
 _NUMBER_WORDS: frozenset[str] = frozenset(

@@ -1,0 +1,77 @@
+"""The turn-taking judgements: backchannels, the lexical end-of-turn rule, the settings merge, and
+the echo gate's reference levels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voiceagent.conversation.echo import EchoReference
+from voiceagent.conversation.turn_taking import (
+    TurnTaking,
+    TurnTakingSpec,
+    endpoint_ms,
+    is_backchannel,
+    resolve,
+)
+
+SETTINGS = TurnTaking(endpointing_min_ms=500, endpointing_max_ms=1600)
+
+
+@pytest.mark.parametrize("text", ["uh-huh", "Uh huh.", "Mm-hmm", "okay", "Yeah, right.", "ok ok", "", "Hmm?"])
+def test_backchannels_and_noise(text):
+    assert is_backchannel(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["stop", "wait a moment", "no", "yeah but my card was stolen", "I lost my card"]
+)
+def test_words_that_take_the_turn(text):
+    assert not is_backchannel(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "wait"),
+    [
+        ("My card number is", 1600),
+        ("my card number is 4 2 7", 1600),
+        ("the code is four two", 1600),
+        ("I want to check my balance and", 1600),
+        ("um", 1600),
+        ("I lost my card.", 500),
+        ("What is my balance?", 500),
+        ("Thank you", 500),
+        ("", 500),
+    ],
+)
+def test_the_end_of_turn_waits_longer_after_an_unfinished_clause_or_a_number(text, wait):
+    assert endpoint_ms(text, SETTINGS) == wait
+
+
+def test_agent_overrides_win_and_the_silence_timeout_is_the_minimum():
+    spec = TurnTakingSpec(min_interruption_ms=100, fillers=("Hold on.",), endpointing_max_ms=300)
+    merged = resolve(spec, TurnTaking(), silence_ms=700)
+    assert merged.min_interruption_ms == 100 and merged.fillers == ("Hold on.",)
+    assert merged.endpointing_min_ms == 700 and merged.endpointing_max_ms == 700  # never below the minimum
+    assert resolve(None, TurnTaking()) == TurnTaking()
+
+
+def tone(level_dbfs: float, ms: int, rate: int = 16000) -> bytes:
+    amplitude = 32768 * 10 ** (level_dbfs / 20) * np.sqrt(2)
+    t = np.arange(rate * ms // 1000) / rate
+    return (np.sin(2 * np.pi * 300 * t) * amplitude).astype("<i2").tobytes()
+
+
+def test_echo_is_much_weaker_than_the_agents_audio_a_caller_is_not():
+    ref = EchoReference(window_s=0.5)
+    ref.add(tone(-20, 1000, 24000), 24000, start=10.0)  # the agent plays from t=10 s for 1 s
+    assert abs(ref.level(10.5) - -20) < 0.5
+    assert ref.is_echo(-35.0, 10.5, gate_db=10)  # 15 dB down: its echo
+    assert not ref.is_echo(-25.0, 10.5, gate_db=10)  # a caller talking over it
+    assert not ref.is_echo(-35.0, 10.5, gate_db=0)  # gate off
+    assert ref.is_echo(-35.0, 11.3, gate_db=10)  # echo returns after it played (within the window)
+    assert not ref.is_echo(-35.0, 12.0, gate_db=10)  # long after: nothing to echo
+    ref.add(tone(-20, 1000), 16000, start=20.0)
+    ref.cut(20.2)  # barge-in at 20.2: what was queued after never plays
+    assert abs(ref.level(20.6) - -20) < 0.5  # the window still holds 20.1-20.2
+    assert ref.level(20.9) == -100.0
