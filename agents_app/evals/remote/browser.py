@@ -1,0 +1,137 @@
+"""An agent test over the browser socket ``/api/v1/browser/conversation``, as the web page talks to it.
+
+The page's wire: the API key as ``?api_key=`` (browsers cannot set headers on a WebSocket), then
+``config`` ``{scenario, sample_rate: 16000}`` and ``control start``; the server sends the envelope
+as is. The microphone stays open for the whole conversation (20 ms PCM16 frames of silence between
+turns, as a page with its microphone on does). ``say`` is a ``text`` message, or with ``audio``
+synthesised speech in real time followed by a second of silence; ``dtmf`` is the page keypad's
+``dtmf`` message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+from typing import Any
+from urllib.parse import quote
+
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+from agents_app.evals.observe import CallerTurn
+from agents_app.evals.remote import speech
+from agents_app.evals.remote.base import (
+    CONNECT_TIMEOUT_S,
+    SPEECH_TAIL_S,
+    Microphone,
+    RemoteTarget,
+    TargetError,
+    dumps,
+    event_name,
+)
+
+RATE = 16000
+SILENCE = bytes(RATE // 50 * 2)  # one 20 ms frame
+
+
+class BrowserTarget(RemoteTarget):
+    """The web page's conversation socket of a running service."""
+
+    name = "browser"
+
+    def __init__(self, url: str, api_key: str | None = None) -> None:
+        super().__init__(url, api_key)
+        self.ws: Any = None
+        self.mic: Microphone | None = None
+        self._reader: asyncio.Task | None = None
+
+    async def open(
+        self, scenario: str, *, seed: int | None = None, variables: dict[str, Any] | None = None
+    ) -> str:
+        """Connect, make the demo caller for the session (``seed``), start the conversation on
+        ``scenario`` and hear the greeting out. ``variables`` have no place on this wire (the page
+        sends none): they are refused rather than silently dropped."""
+        if variables:
+            raise TargetError(
+                "the browser socket takes no session variables; remove `variables` or use --transport engine"
+            )
+        self.begin_open()
+        self.session_id = f"eval-{time.time_ns():x}"
+        await self.seed(seed, scenario, self.session_id)
+        query = f"session_id={self.session_id}"
+        if self.api_key:
+            query += f"&api_key={quote(self.api_key)}"
+        try:
+            self.ws = await websockets.connect(
+                f"{self.ws_base}/browser/conversation?{query}", max_size=2**23, open_timeout=CONNECT_TIMEOUT_S
+            )
+        except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
+            raise TargetError(f"cannot open the browser socket at {self.ws_base}: {exc}") from None
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+        await self._until_started()
+        await self._send({"type": "config", "payload": {"scenario": scenario, "sample_rate": RATE}})
+        await self._send({"type": "control", "payload": {"action": "start"}})
+        self.mic = Microphone(self.ws.send, SILENCE)
+        self.mic.start()
+        await self.finish_open()
+        return self.session_id
+
+    async def _until_started(self) -> None:
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                while not any(event_name(m) == "session_started" for m in self.messages):
+                    if self.closed is not None:
+                        raise TargetError(f"the service refused the browser socket: {self.closed}")
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            raise TargetError("the browser socket said nothing within 30 s") from None
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.ws:
+                if not isinstance(raw, str):
+                    continue
+                message = json.loads(raw)
+                if message.get("type") == "audio":
+                    payload = message.get("payload") or {}
+                    samples = len(base64.b64decode(payload.get("data") or "")) / 2
+                    self.heard_audio(samples / (payload.get("sample_rate") or 24000))
+                elif message.get("type") != "audio_levels":
+                    self.received(message)
+        except ConnectionClosed:
+            pass
+        self.lost(f"closed {self.ws.close_code} {self.ws.close_reason or ''}".strip())
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        try:
+            await self.ws.send(dumps(message))
+        except ConnectionClosed as exc:
+            raise TargetError(f"the browser socket closed: {exc}") from None
+
+    async def send_turn(self, turn: CallerTurn) -> float:
+        if turn.dtmf is not None:
+            await self._send({"type": "dtmf", "payload": {"digits": turn.dtmf}})
+            return time.monotonic()
+        text = turn.say or ""
+        if not turn.audio:
+            await self._send({"type": "text", "payload": {"text": text}})
+            return time.monotonic()
+        assert self.mic is not None
+        audio = await asyncio.to_thread(speech.pcm16, text, RATE)
+        await self.mic.say(audio)
+        spoken = time.monotonic()
+        await self.mic.say(bytes(int(RATE * SPEECH_TAIL_S) * 2))
+        return spoken
+
+    async def close(self) -> None:
+        if self.mic is not None:
+            await self.mic.stop()
+        if self.ws is not None:
+            with contextlib.suppress(ConnectionClosed):
+                await self.ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
