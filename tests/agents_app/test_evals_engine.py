@@ -1,0 +1,105 @@
+"""``manage.py test_agents`` over the in-process engine: the banking scenario on the offline dialog
+(``offline-rules``) and the built-in tools, a seeded demo caller, typed turns and keypad digits."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from voiceagent.llm.rules import RulesChat
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PASSING = """
+suite: keypad
+scenario: banking
+tests:
+  - name: a lost card is handed to verification
+    seed: 7
+    greeting:
+      agent: concierge
+    turns:
+      - say: "i lost my card"
+        expect:
+          agent: auth_agent
+          handoff: {to: auth_agent, type: announced}
+          tool_calls: [{name: handoff_auth_agent}]
+          no_tool_calls: [block_card]
+          reply: {contains: "full name"}
+          ended: false
+      - say: "yes thats me"
+        expect:
+          tool_calls:
+            - name: send_mfa_code
+              result: {sent: true}
+          reply: {contains: keypad}
+      - dtmf: "{{ mfa_code }}#"
+        expect:
+          transcript: "Keypad entry: {{ mfa_code }}"
+          tool_calls:
+            - {name: verify_mfa_code, result: {verified: true}}
+          handoff: {from: auth_agent, to: cards_agent, type: discrete}
+          agent: cards_agent
+"""
+
+FAILING = """
+scenario: banking
+tests:
+  - name: expects the wrong agent
+    turns:
+      - say: "i lost my card"
+        expect:
+          agent: fraud_agent
+          reply: {contains: "zebra"}
+"""
+
+
+@pytest.fixture
+def rules_runtime(fake_runtime):
+    fake_runtime.chat = RulesChat()
+    return fake_runtime
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_passing_file_exits_0_and_writes_junit_and_json(rules_runtime, tmp_path, capsys):
+    path = write(tmp_path, "keypad.yaml", PASSING)
+    junit, report = tmp_path / "out" / "junit.xml", tmp_path / "out" / "report.json"
+    call_command("test_agents", str(path), "--junit", str(junit), "--json", str(report))
+    out = capsys.readouterr().out
+    assert "[1/1] PASS" in out and "keypad::a lost card is handed to verification" in out
+    assert "1 passed, 0 failed, 0 errors, 0 skipped" in out
+    suite = ET.parse(junit).getroot()
+    assert suite.tag == "testsuites" and suite.get("tests") == "1" and suite.get("failures") == "0"
+    case = suite.find("testsuite/testcase")
+    assert case.get("name") == "a lost card is handed to verification" and case.find("failure") is None
+    data = json.loads(report.read_text())
+    assert data["ok"] is True and data["summary"]["passed"] == 1
+    test = data["tests"][0]
+    assert test["status"] == "passed" and len(test["turns"]) == 4
+    assert test["turns"][3]["agent"] == "cards_agent"
+
+
+def test_a_failing_test_exits_1_with_the_expectation_and_the_transcript(rules_runtime, tmp_path, capsys):
+    path = write(tmp_path, "failing.yaml", FAILING)
+    junit = tmp_path / "junit.xml"
+    with pytest.raises(CommandError) as raised:
+        call_command("test_agents", str(path), "--junit", str(junit))
+    assert raised.value.returncode == 1
+    out = capsys.readouterr().out
+    assert "[1/1] FAIL" in out
+    assert "turn 1" in out and "agent: expected fraud_agent, got auth_agent" in out
+    assert "caller: i lost my card" in out  # the failing turn's transcript
+    assert "[handoff concierge -> auth_agent (announced)]" in out
+    case = ET.parse(junit).getroot().find("testsuite/testcase")
+    failure = case.find("failure")
+    assert failure is not None and "fraud_agent" in failure.get("message")
+    assert "caller: i lost my card" in failure.text
