@@ -103,3 +103,89 @@ def test_a_failing_test_exits_1_with_the_expectation_and_the_transcript(rules_ru
     failure = case.find("failure")
     assert failure is not None and "fraud_agent" in failure.get("message")
     assert "caller: i lost my card" in failure.text
+
+
+def test_a_bad_file_exits_2_with_every_problem_and_one_line_why(tmp_path, capsys):
+    path = write(
+        tmp_path,
+        "bad.yaml",
+        "scenario: banking\ntests:\n  - name: x\n    turns: [{say: hi, expect: {agnt: a}}]\n",
+    )
+    with pytest.raises(CommandError) as raised:
+        call_command("test_agents", str(path))
+    assert raised.value.returncode == 2
+    assert str(raised.value) == "1 problem(s) in the test files"
+    assert "test 'x': turn 1: expect: unknown key 'agnt'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["--transport", "browser"], "--transport browser needs --url"),
+        (["-k", "nothing-like-this"], "no test matches -k 'nothing-like-this'"),
+        (["--concurrency", "0"], "--concurrency must be 1 or more"),
+    ],
+)
+def test_bad_options_exit_2(tmp_path, argv, reason):
+    path = write(tmp_path, "ok.yaml", "scenario: banking\ntests: [{name: x, turns: [{say: hi}]}]\n")
+    with pytest.raises(CommandError) as raised:
+        call_command("test_agents", str(path), *argv)
+    assert raised.value.returncode == 2 and str(raised.value).startswith(reason)
+
+
+def test_an_unknown_scenario_exits_2(rules_runtime, tmp_path, capsys):
+    path = write(tmp_path, "typo.yaml", "scenario: bankin\ntests: [{name: x, turns: [{say: hi}]}]\n")
+    with pytest.raises(CommandError) as raised:
+        call_command("test_agents", str(path))
+    assert raised.value.returncode == 2 and "unknown scenario" in str(raised.value)
+    assert "typo.yaml: test 'x': unknown scenario 'bankin'" in capsys.readouterr().err
+
+
+ERRORS_AND_JUDGES = """
+scenario: banking
+tests:
+  - name: uses a profile without a seed
+    turns: [{say: "my name is {{ profile.full_name }}"}]
+  - name: judged
+    turns:
+      - say: "i lost my card"
+        expect: {agent: auth_agent, judge: "the agent asked for the caller's name"}
+"""
+
+
+def test_a_broken_turn_is_an_error_with_its_reason_and_a_judge_offline_is_skipped(
+    rules_runtime, tmp_path, capsys
+):
+    path = write(tmp_path, "mixed.yaml", ERRORS_AND_JUDGES)
+    report = tmp_path / "r.json"
+    with pytest.raises(CommandError) as raised:
+        call_command("test_agents", str(path), "--json", str(report), "-k", "MIXED::")
+    assert raised.value.returncode == 1
+    out = capsys.readouterr().out
+    assert "ERROR mixed::uses a profile without a seed" in out
+    assert "error: turn 1: template error: 'profile' is undefined" in out and "Traceback" not in out
+    assert (
+        "PASS  mixed::judged" in out and "judge skipped (the chat provider is the offline rules engine" in out
+    )
+    assert "0 failed, 1 errors" in out and "1 judgement(s) skipped" in out
+    data = json.loads(report.read_text())
+    assert [t["status"] for t in data["tests"]] == ["error", "passed"]
+    assert data["ok"] is False and data["summary"]["errors"] == 1
+
+
+SPOKEN = """
+scenario: banking
+tests:
+  - name: a spoken request
+    turns:
+      - say: "i lost my card"
+        audio: true
+        expect: {transcript: "lost my card", agent: auth_agent, within_ms: 30000}
+"""
+
+
+def test_a_spoken_turn_goes_through_the_microphone_path(rules_runtime, tmp_path, capsys):
+    """espeak-ng speech at 16 kHz, pushed in real time through push_audio; the VAD ends the turn
+    (the scripted STT of the fixture hears 'i lost my card')."""
+    call_command("test_agents", str(write(tmp_path, "spoken.yaml", SPOKEN)))
+    assert "[1/1] PASS" in capsys.readouterr().out
