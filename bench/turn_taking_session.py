@@ -105,6 +105,9 @@ class _CountedStream:
             self.done = True
             self.owner.open_streams -= 1
 
+    def __getattr__(self, name: str) -> Any:  # the stream's optional abilities (hint_pause)
+        return getattr(self.stream, name)
+
 
 class CountingSTT:
     """One conversation's view of the shared recogniser: how many of its utterances are still

@@ -206,6 +206,8 @@ class Conversation(CascadeListening, ConversationCore):
         if self.closed:
             return
         self._barge_in("new turn")
+        if self._pending is not None:  # it played out just now, before its commit ran: it goes first
+            self._commit(self._take_pending(), float("inf"))
         self._begin_response(self._respond(text))
 
     def _new_response(self) -> tuple[int, Speaker]:

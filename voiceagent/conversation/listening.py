@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -34,7 +35,7 @@ from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.timing import TurnClock
-from voiceagent.conversation.turn_taking import TurnTaking, endpoint_ms, is_backchannel
+from voiceagent.conversation.turn_taking import BACKGROUND_MARGIN_DB, TurnTaking, endpoint_ms, is_backchannel
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -62,8 +63,13 @@ class _Utterance:
     stream: STTStream | None = None
     frames_in: int = 0
     over_agent_ms: int = 0  # speech while the agent was busy
+    over_agent_power: float = 0.0  # the sum of those frames' mean power (full scale = 1)
+    power: float = 0.0  # the sum of all its speech frames' mean power
+    speech_frames: int = 0
     held: bool = False  # it held the agent's answer
     hint_pending: bool = False  # a hypothesis for the current pause was asked for
+    pauses: int = 0  # pauses so far (an answer for an earlier one is stale)
+    text: str = ""  # the latest hypothesis
 
 
 class CascadeListening:
@@ -115,6 +121,7 @@ class CascadeListening:
         self._resamplers: dict[int, Any] = {}
         self._chunk = bytearray()
         self._echo = EchoReference()
+        self._caller_db: float | None = None  # the caller's speaking level, learnt from their turns
         self._turn = TurnTaking()  # refreshed when listening begins and at each utterance
         self._endpoint_ms = self._turn.endpointing_min_ms
 
@@ -168,8 +175,11 @@ class CascadeListening:
         if self.paused:
             return
         speech = self.vad.is_speech(frame)
-        if speech and self._echo.is_echo(_level(frame), self.loop_time(), self._turn.echo_gate_db):
-            speech = False  # the agent's own voice coming back
+        level = 0.0
+        if speech:
+            level = _level(frame)
+            if self._echo.is_echo(level, self.loop_time(), self._turn.echo_gate_db):
+                speech = False  # the agent's own voice coming back
         utterance = self._utterance
         if utterance is None:
             if not speech:
@@ -188,10 +198,18 @@ class CascadeListening:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1
         if speech:
+            if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
+                utterance.hint_pending = False
+                utterance.pauses += 1
+                self._endpoint_ms = endpoint_ms(utterance.text, self._turn)
             self._silence_ms = 0
+            utterance.speech_frames += 1
+            power = 10.0 ** (level / 10.0)
+            utterance.power += power
             if self._held is None and self._agent_busy():  # talking over the agent
                 utterance.over_agent_ms += self.config.frame_ms
-                if utterance.over_agent_ms >= self._turn.min_interruption_ms:
+                utterance.over_agent_power += power
+                if utterance.over_agent_ms >= self._turn.min_interruption_ms and self._foreground(utterance):
                     utterance.held = self._hold_answer()
         else:
             self._silence_ms += self.config.frame_ms
@@ -209,12 +227,25 @@ class CascadeListening:
         self._silence_ms = 0
 
     def _ask_hypothesis(self, utterance: _Utterance) -> None:
-        """A pause: ask the recogniser (when it can say) what was said so far, and wait for the
-        answer (up to the maximum) before ending the turn."""
+        """A pause: ask the recogniser (when it can say) what was said so far; the turn does not
+        end (before the maximum) until the answer is in."""
         hint = getattr(utterance.stream, "hint_pause", None)
-        if hint is not None and hint():
+        if hint is None:
+            return
+        pause = utterance.pauses
+        if hint(lambda text: self._on_pause_hypothesis(utterance, pause, text)):
             utterance.hint_pending = True
             self._endpoint_ms = max(self._endpoint_ms, self._turn.endpointing_max_ms)
+
+    def _on_pause_hypothesis(self, utterance: _Utterance, pause: int, text: str) -> None:
+        """What was said up to the pause: the silence that ends this turn follows from it."""
+        if self.closed or utterance is not self._utterance or pause != utterance.pauses:
+            return  # the turn already ended, or the caller spoke again since
+        utterance.hint_pending = False
+        utterance.text = text or utterance.text
+        self._endpoint_ms = endpoint_ms(utterance.text, self._turn)
+        if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+            self._end_utterance(utterance)  # the pause was already long enough for these words
 
     def _caller_speaking(self) -> bool:
         """An utterance is in progress (no re-prompt while the caller is talking)."""
@@ -261,24 +292,51 @@ class CascadeListening:
     def _heard(self, utterance: _Utterance, text: str) -> None:
         """The caller's utterance is recognised: a turn, or - when it was said over the agent and is
         only noise or a backchannel - the agent goes on (resumed where it was held)."""
+        background = bool(utterance.over_agent_ms) and not self._foreground(utterance)
         if utterance.held and self._held is not None:
-            if not text or is_backchannel(text):
+            if not text or background or is_backchannel(text):
                 self._resume_answer(text)
                 return
-        elif utterance.over_agent_ms and self._agent_busy() and (not text or is_backchannel(text)):
-            return  # a short sound or an "uh-huh" while the agent speaks: it never stopped
+        elif (
+            utterance.over_agent_ms
+            and self._agent_busy()
+            and (not text or background or is_backchannel(text))
+        ):
+            return  # a short sound, background voices or an "uh-huh" while the agent speaks
         if text:
+            if not utterance.over_agent_ms and utterance.speech_frames:
+                self._learn_level(_db(utterance.power / utterance.speech_frames))
             self._start_turn(text)
+
+    def _foreground(self, utterance: _Utterance) -> bool:
+        """Is the speech over the agent the caller's own voice, not voices in the room behind them?
+        Judged by level against the caller's turns so far (unknown until the first one: yes)."""
+        if self._caller_db is None or not utterance.over_agent_ms:
+            return True
+        frames = utterance.over_agent_ms // self.config.frame_ms
+        return _db(utterance.over_agent_power / frames) >= self._caller_db - BACKGROUND_MARGIN_DB
+
+    def _learn_level(self, level_db: float) -> None:
+        """The caller's speaking level (dBFS), from the turns they took while the agent listened."""
+        known = self._caller_db
+        self._caller_db = level_db if known is None else 0.7 * known + 0.3 * level_db
 
     def _on_interim(self, utterance: _Utterance, text: str) -> None:
         if self.closed:
             return
         if text:
             self.channel.put_nowait(Transcript(self.session_id, text=text, final=False))
-        if utterance is self._utterance:
-            utterance.hint_pending = False
-            self._endpoint_ms = endpoint_ms(text, self._turn)
-            if utterance.over_agent_ms and self._held is None and text and not is_backchannel(text):
+        if utterance is self._utterance and text:
+            utterance.text = text
+            if not utterance.hint_pending:  # a pause's own answer is on its way: it decides
+                self._endpoint_ms = endpoint_ms(text, self._turn)
+            if (
+                utterance.over_agent_ms
+                and self._held is None
+                and text
+                and not is_backchannel(text)
+                and self._foreground(utterance)
+            ):
                 utterance.held = self._hold_answer()  # a recognised word over the agent
             if self._silence_ms and self._silence_ms >= self._endpoint_ms:
                 self._end_utterance(utterance)  # the pause was already long enough for these words
@@ -294,3 +352,7 @@ def _level(frame: bytes) -> float:
     from voiceagent.speech.audio import rms_dbfs
 
     return rms_dbfs(frame)
+
+
+def _db(power: float) -> float:
+    return 10.0 * math.log10(power) if power > 0.0 else -100.0

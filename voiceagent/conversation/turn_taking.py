@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields, replace
 
 __all__ = [
     "BACKCHANNELS",
+    "BACKGROUND_MARGIN_DB",
     "DEFAULT_FILLERS",
     "DEFAULT_GOODBYE",
     "DEFAULT_REPROMPT",
@@ -32,6 +33,10 @@ __all__ = [
     "is_backchannel",
     "resolve",
 ]
+
+# Speech over the agent this far below the caller's own level (learnt from their turns) is voices
+# in the room behind them (babble, a TV), not the caller taking the turn.
+BACKGROUND_MARGIN_DB = 8.0
 
 DEFAULT_FILLERS: tuple[str, ...] = ("One moment while I check that.", "Still checking, thanks for waiting.")
 DEFAULT_REPROMPT = "Are you still there?"
@@ -95,7 +100,8 @@ BACKCHANNELS: frozenset[str] = frozenset(
         "uh-huh", "uh huh", "uhuh", "mm-hmm", "mm hmm", "mhm", "mmhmm", "mm", "hmm", "mmm", "hm",
         "okay", "ok", "o.k", "yeah", "yea", "yep", "yes", "right", "sure", "i see", "got it",
         "alright", "all right", "uh", "um", "ah", "oh", "huh", "aha", "ah ha", "yeah yeah",
-        "okay okay", "right right", "mm-hm", "mm hm", "uh-hum",
+        "okay okay", "right right", "mm-hm", "mm hm", "uh-hum", "thanks", "thank you",
+        "thank you very much", "thanks a lot", "great", "cool", "perfect", "good", "uh uh", "mm mm",
     }
 )  # fmt: skip
 _WORDS = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
@@ -105,7 +111,7 @@ def is_backchannel(text: str) -> bool:
     """True when ``text`` (a transcript of speech over the agent) is only acknowledgement or noise:
     "uh-huh", "okay", "yeah right", "mm hmm" - the caller is listening, not taking the turn."""
     words = _WORDS.findall(text.lower())
-    if not words or len(words) > 3:
+    if not words or len(words) > 4:
         return not words
     phrase = " ".join(words)
     if phrase in BACKCHANNELS:

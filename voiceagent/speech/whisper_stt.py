@@ -136,7 +136,7 @@ class WhisperStream:
         self._on_interim = on_interim
         self._interim_at = 0  # bytes of audio the last interim decode covered
         self._interim: asyncio.Task | None = None
-        self._report_empty = False  # a pause asked for this hypothesis: report it even when empty
+        self._pause_tasks: set[asyncio.Task] = set()  # decodes asked for at pauses (hint_pause)
         self._audio = bytearray()
         self._closing = False
         self._released = False
@@ -164,26 +164,33 @@ class WhisperStream:
             self._interim_at = len(self._audio)
             self._interim = asyncio.get_running_loop().create_task(self._decode_interim(bytes(self._audio)))
 
-    def hint_pause(self) -> bool:
-        """The caller paused: decode what was said so far now (when a worker is free) and report
-        it through ``on_interim`` even when empty, so that the engine can judge from the words just
-        said whether the turn is over. True when an answer is coming."""
-        if self._closing or self._on_interim is None or len(self._audio) < BYTES_PER_S // 5:
+    def hint_pause(self, on_text: Callable[[str], None]) -> bool:
+        """The caller paused: decode everything said so far and hand the text (empty when nothing
+        was said) to ``on_text``, so that the engine can judge from the words just said whether
+        the turn is over. Asked even when the workers are busy (the end of the turn waits for it,
+        at most ENDPOINTING_MAX_MS): one decode per pause. True when an answer is coming."""
+        if self._closing or len(self._audio) < BYTES_PER_S // 5:
             return False
-        self._report_empty = True
-        if self._interim is not None:  # one is on its way: its answer will do
-            return True
-        if not self._provider.has_idle_worker():
-            return False
-        self._interim_at = len(self._audio)
-        self._interim = asyncio.get_running_loop().create_task(self._decode_interim(bytes(self._audio)))
+        task = asyncio.get_running_loop().create_task(self._decode_pause(bytes(self._audio), on_text))
+        self._pause_tasks.add(task)
+        task.add_done_callback(self._pause_tasks.discard)
         return True
+
+    async def _decode_pause(self, audio: bytes, on_text: Callable[[str], None]) -> None:
+        try:
+            text, _, _ = await self._provider.decode(audio)
+        except ProviderError:
+            text = ""  # the final decode reports failures
+        if not self._closing:
+            try:
+                on_text(text)
+            except Exception:
+                logger.exception("pause hypothesis callback failed")
 
     async def _decode_interim(self, audio: bytes) -> None:
         try:
             text, _, _ = await self._provider.decode(audio)
-            report, self._report_empty = bool(text) or self._report_empty, False
-            if report and not self._closing and self._on_interim is not None:
+            if text and not self._closing and self._on_interim is not None:
                 self._on_interim(text)
         except ProviderError:
             pass  # the final decode reports failures
@@ -219,6 +226,8 @@ class WhisperStream:
     async def _release(self) -> None:
         if self._interim is not None:
             self._interim.cancel()
+        for task in list(self._pause_tasks):
+            task.cancel()
         if not self._released:
             self._released = True
             self._audio = bytearray()

@@ -350,3 +350,16 @@ async def test_end_conversation_closes_with_a_store_that_really_awaits():
         h.speak()
         await h.until(lambda h: h.conv.closed and h.conv.channel.closed)
     assert h.kinds()[-1] == "State(ended)"
+
+
+async def test_an_answer_that_played_out_is_in_the_history_before_the_next_turn():
+    """The caller's next turn arrives in the instant the agent's audio ends, before the commit of
+    what it said has run: the agent's words still come first in the history."""
+    tts = InstantTTS(ms_per_word=200, chunk_ms=20)
+    async with Harness(script=["Fine."], texts=[], tts=tts) as h:
+        await h.until(lambda h: h.of("AgentResponse") and h.conv._pending is not None)
+        h.conv.playback_end = h.conv.loop_time()  # the greeting has just played out
+        await h.conv.push_text("hello")
+        await h.idle()
+    roles = [(t.role, t.content) for t in h.store.turns["s1"]][:2]
+    assert roles == [("assistant", "Hello, front desk."), ("user", "hello")]
