@@ -92,3 +92,13 @@ async def test_a_closed_conversation_ends_the_turn():
     target.lost("closed 1000 the agent ended the call")
     obs = await target.wait_answer(0, timeout=5)
     assert obs.ended and not obs.errors
+
+
+@pytest.mark.parametrize("name", ["BrowserTarget", "PhoneTarget"])
+async def test_session_variables_skip_a_test_where_no_wire_carries_them(name):
+    from agents_app.evals import remote_targets
+    from agents_app.evals.runner import Skipped
+
+    target = getattr(remote_targets, name)("http://127.0.0.1:9", "key")
+    with pytest.raises(Skipped, match="channel"):
+        await target.open("banking", seed=None, variables={"channel": "web"})

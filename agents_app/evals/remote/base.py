@@ -25,6 +25,9 @@ TURN_TIMEOUT_S = 30.0
 FRAME_S = 0.02
 SPEECH_TAIL_S = 1.0  # silence after an utterance: the service's end of turn
 PLAYED_MARGIN_S = 0.3  # after the last agent audio has played
+# an answer whose audio has not started yet when the agent is back to listening: the phone and
+# AudioHook pace it out in real time after the words (a turn without any audio waits this long)
+AUDIO_GRACE_S = 3.0
 CONNECT_TIMEOUT_S = 30.0
 
 
@@ -126,6 +129,7 @@ class RemoteTarget:
         self.audio_times: list[float] = []  # arrival of each agent audio message
         self._changed = asyncio.Event()
         self._greeting: TurnObservation | None = None
+        self._turn_started = 0.0
 
     # --- what subclasses call -------------------------------------------------------------------------
     @property
@@ -201,17 +205,21 @@ class RemoteTarget:
         return answered and listening
 
     async def _played(self) -> None:
-        """Until the agent audio received so far has played, and no more arrived meanwhile."""
-        while True:
-            left = self.playing_until - time.monotonic()
-            if left <= -PLAYED_MARGIN_S:
+        """Until the agent audio of this turn has started (or :data:`AUDIO_GRACE_S` went by without
+        any) and played out, no more arriving meanwhile."""
+        grace_until = time.monotonic() + AUDIO_GRACE_S
+        while self.closed is None:
+            now = time.monotonic()
+            if not self.audio_times or self.audio_times[-1] < self._turn_started:
+                left = grace_until - now  # no audio in this turn yet
+            else:
+                left = self.playing_until + PLAYED_MARGIN_S - now
+            if left <= 0:
                 return
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(left + PLAYED_MARGIN_S):
+                async with asyncio.timeout(left):
                     self._changed.clear()
                     await self._changed.wait()
-                    if self.closed is not None:
-                        return
 
     # --- the Target protocol ----------------------------------------------------------------------------
     async def greeting(self) -> TurnObservation:
@@ -226,6 +234,7 @@ class RemoteTarget:
             return obs
         start = len(self.messages)
         obs = self.recorder.start()
+        self._turn_started = time.monotonic()
         try:
             sent_at = await self.send_turn(turn)
         except TargetError as exc:
@@ -244,6 +253,7 @@ class RemoteTarget:
         """``open`` starts: the greeting's observation counts from here (its first audio too)."""
         self.recorder.start()
         self.messages.clear()
+        self._turn_started = time.monotonic()
 
     async def finish_open(self) -> None:
         """The greeting, heard out: the first turn's observation."""

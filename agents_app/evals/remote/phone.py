@@ -48,6 +48,7 @@ from agents_app.evals.remote.dashboard import DashboardFeed
 RATE = 16000
 FRAME_BYTES = RATE // 50 * 2
 TEST_NUMBER = "+15550109999"
+_TELEPHONY: dict[str, bool] = {}  # service REST base -> it places calls
 
 
 def envelope_of(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -86,9 +87,12 @@ class PhoneTarget(RemoteTarget):
         self, scenario: str, *, seed: int | None = None, variables: dict[str, Any] | None = None
     ) -> str:
         """Place the call, make its demo caller (``seed``), connect the stream, hear the greeting."""
-        if variables:
-            raise TargetError(
-                "a phone call takes no session variables; remove `variables` or use --transport engine"
+        if variables:  # no session API takes them on this wire: the test cannot run here
+            from agents_app.evals.runner import Skipped
+
+            raise Skipped(
+                f"a phone call takes no session variables ({', '.join(variables)})"
+                "; run it with --transport engine or audiohook"
             )
         self.begin_open()
         placed = await self._place(scenario)
@@ -142,6 +146,8 @@ class PhoneTarget(RemoteTarget):
         body = {"phone_number": TEST_NUMBER, "scenario": scenario}
         async with httpx.AsyncClient(timeout=30, headers=self.headers) as http:
             try:
+                if not await self._telephony(http):
+                    return None
                 response = await http.post(f"{self.http_base}/calls/initiate", json=body)
             except httpx.HTTPError as exc:
                 raise TargetError(f"cannot reach the service at {self.http_base}: {exc}") from None
@@ -154,6 +160,17 @@ class PhoneTarget(RemoteTarget):
         if response.status_code == 400:
             raise TargetError(f"POST /calls/initiate refused the call: {response.text[:300]}")
         return None  # 503: telephony not configured
+
+    async def _telephony(self, http: httpx.AsyncClient) -> bool:
+        """Whether the service places calls (``/readiness``: its ``telephony`` check is configured),
+        asked once per service: a refused ``/calls/initiate`` would be an ERROR line in its log."""
+        known = _TELEPHONY.get(self.http_base)
+        if known is None:
+            response = await http.get(f"{self.http_base}/readiness")
+            checks = response.json().get("checks", []) if response.status_code in (200, 503) else []
+            telephony = next((c for c in checks if c.get("component") == "telephony"), {})
+            known = _TELEPHONY[self.http_base] = telephony.get("status", "not_configured") != "not_configured"
+        return known
 
     async def _until_started(self) -> None:
         try:
