@@ -7,10 +7,15 @@ envelope messages (:func:`voiceagent.transport.envelope.event_payload`) fed to a
 :class:`TurnRecorder`, so expectations mean the same here as over a running service.
 
 A typed turn is ``push_text``; a spoken one is synthesised (the runtime's offline TTS, else
-espeak-ng), resampled to 16 kHz and pushed through ``push_audio`` in real time, followed by
-silence until the engine takes the turn; keypad digits go to ``push_dtmf`` one by one. A turn is
-over when the agent is back to listening and its audio has played (the engine's playback clock,
-``playback_end``), or when the conversation ended.
+espeak-ng), resampled to 16 kHz and pushed through ``push_audio``, followed by silence until the
+engine takes the turn; keypad digits go to ``push_dtmf`` one by one. A turn is over when the agent
+is back to listening and its audio has played (the engine's playback clock, ``playback_end``), or
+when the conversation ended.
+
+Fast by default: the test client "plays" the agent's audio the moment it is done answering
+(``Conversation.played_out``) and pushes speech as fast as the engine takes it, so a suite costs
+recognition and synthesis time, not the seconds the agent would talk; ``realtime=True`` keeps the
+wall clock of a real caller (20 ms frames paced, the agent's audio heard out).
 """
 
 from __future__ import annotations
@@ -165,8 +170,11 @@ class EngineTarget:
 
     name = "engine"
 
-    def __init__(self, *, turn_timeout_s: float = TURN_TIMEOUT_S, quiet_s: float = 0.25):
+    def __init__(
+        self, *, turn_timeout_s: float = TURN_TIMEOUT_S, quiet_s: float = 0.25, realtime: bool = False
+    ):
         self.turn_timeout_s = turn_timeout_s
+        self.realtime = realtime
         self.quiet_s = quiet_s  # no event for this long (and audio played): the agent is done
         self.session_id = ""
         self.profile: dict[str, Any] | None = None
@@ -257,6 +265,8 @@ class EngineTarget:
         now = loop.time()
         if self._state not in ("listening", "paused"):
             return 0.1
+        if not self.realtime and self.conversation is not None:
+            self.conversation.played_out()  # an instant client: the agent's audio is heard already
         # a margin past the playback clock: the engine commits the agent's words to the history on
         # a timer at playback_end, and the next caller turn must come after them
         playing = self.conversation.playback_end + 0.05 - now if self.conversation is not None else 0.0
@@ -295,6 +305,10 @@ class EngineTarget:
             nonlocal sent
             conversation.push_audio(frame, 16000)
             sent += 1
+            if not self.realtime:
+                if sent % 25 == 0:
+                    await asyncio.sleep(0)  # let the utterance task feed the recogniser
+                return
             delay = start + sent * 0.02 - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)

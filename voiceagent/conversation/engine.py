@@ -196,6 +196,15 @@ class Conversation(CascadeListening, ConversationCore):
             return 0, False, None
         return rid or 0, audio_out, ", audio stopped" if audio_out else ", before any audio"
 
+    def played_out(self) -> None:
+        """The client has played all the agent's audio already (a test client that plays it the
+        moment it arrives): the playback clock catches up and what was said is committed now."""
+        if self._loop is None or self._held is not None:
+            return
+        self.playback_end = min(self.playback_end, self.loop_time())
+        if self._pending is not None:
+            self._commit_pending(self._pending[0])
+
     # --- responses --------------------------------------------------------------------------------
     def _begin_response(self, coro: Coroutine[Any, Any, None]) -> None:
         if self._response_task is not None and not self._response_task.done():

@@ -70,6 +70,8 @@ class _Utterance:
     hint_pending: bool = False  # a hypothesis for the current pause was asked for
     pauses: int = 0  # pauses so far (an answer for an earlier one is stale)
     text: str = ""  # the latest hypothesis
+    answered_pause: int = -1  # the pause whose hypothesis ``text`` is (it covers all the speech)
+    final_text: str | None = None  # that hypothesis, when the turn ended in that pause
 
 
 class CascadeListening:
@@ -219,6 +221,8 @@ class CascadeListening:
             self._end_utterance(utterance)
 
     def _end_utterance(self, utterance: _Utterance) -> None:
+        if utterance.answered_pause == utterance.pauses and not utterance.hint_pending:
+            utterance.final_text = utterance.text  # decoded in this very pause: the final transcript
         self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
         heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
         self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
@@ -242,7 +246,8 @@ class CascadeListening:
         if self.closed or utterance is not self._utterance or pause != utterance.pauses:
             return  # the turn already ended, or the caller spoke again since
         utterance.hint_pending = False
-        utterance.text = text or utterance.text
+        utterance.text = text
+        utterance.answered_pause = pause
         self._endpoint_ms = endpoint_ms(utterance.text, self._turn)
         if self._silence_ms and self._silence_ms >= self._endpoint_ms:
             self._end_utterance(utterance)  # the pause was already long enough for these words
@@ -266,7 +271,11 @@ class CascadeListening:
                 if frame is None:
                     break
                 await stream.push(frame)
-            text = (await stream.finish()).strip()
+            if utterance.final_text is not None:  # the pause's hypothesis heard it all: no second decode
+                text = utterance.final_text.strip()
+                await stream.cancel()
+            else:
+                text = (await stream.finish()).strip()
             stream = None
         except asyncio.CancelledError:
             if stream is not None:
@@ -327,9 +336,10 @@ class CascadeListening:
         if text:
             self.channel.put_nowait(Transcript(self.session_id, text=text, final=False))
         if utterance is self._utterance and text:
-            utterance.text = text
+            if utterance.answered_pause != utterance.pauses:  # older than this pause's own answer
+                utterance.text = text
             if not utterance.hint_pending:  # a pause's own answer is on its way: it decides
-                self._endpoint_ms = endpoint_ms(text, self._turn)
+                self._endpoint_ms = endpoint_ms(utterance.text, self._turn)
             if (
                 utterance.over_agent_ms
                 and self._held is None
