@@ -10,8 +10,8 @@ runner's turn templates. See ``agents_app/evals/remote/`` for each wire.
 from __future__ import annotations
 
 from agents_app.evals.remote.audiohook import AudioHookTarget
-from agents_app.evals.remote.base import TURN_TIMEOUT_S, TargetError
+from agents_app.evals.remote.base import TURN_TIMEOUT_S, NoAnswer, TargetError
 from agents_app.evals.remote.browser import BrowserTarget
 from agents_app.evals.remote.phone import PhoneTarget
 
-__all__ = ["TURN_TIMEOUT_S", "AudioHookTarget", "BrowserTarget", "PhoneTarget", "TargetError"]
+__all__ = ["TURN_TIMEOUT_S", "AudioHookTarget", "BrowserTarget", "NoAnswer", "PhoneTarget", "TargetError"]

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agents_app.evals.remote.base import RemoteTarget, TargetError, base_urls
+from agents_app.evals.remote.base import NoAnswer, RemoteTarget, TargetError, base_urls
 from agents_app.evals.remote.phone import envelope_of
 
 
@@ -82,9 +82,13 @@ async def test_a_turn_waits_for_the_agents_audio_to_play():
 
 async def test_a_turn_without_an_answer_is_an_error_not_a_hang():
     target = RemoteTarget("http://127.0.0.1:9")
+    target.received({"type": "transcript", "payload": {"text": "hello", "final": True, "speaker": "user"}})
     target.received(state("thinking"))
-    obs = await target.wait_answer(0, timeout=0.2)
-    assert obs.errors == [{"code": "timeout", "message": "error: no answer within 0.2 s"}]
+    with pytest.raises(NoAnswer) as raised:
+        await target.wait_answer(0, timeout=0.2)
+    assert str(raised.value) == (
+        "error: no answer within 0.2 s (heard 'hello'; no final response; last state thinking)"
+    )
 
 
 async def test_a_closed_conversation_ends_the_turn():

@@ -4,7 +4,7 @@ the seeded demo caller, and when a turn is over.
 A turn is over when the agent said something final, is back to ``listening`` (no tool call or
 handoff after its last words) and its audio has had time to play at the caller's end; or when the
 conversation ended. A turn that gets no answer within :data:`TURN_TIMEOUT_S` is an error the
-runner shows, never a hang.
+runner shows (:class:`NoAnswer`, the test an ``error``), never a hang.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ CONNECT_TIMEOUT_S = 30.0
 
 class TargetError(RuntimeError):
     """The service could not be reached or refused the conversation; the message says why."""
+
+
+class NoAnswer(TargetError):
+    """A turn (or the greeting) got no answer within :data:`TURN_TIMEOUT_S`: the test is an error
+    with this message, never a hang."""
 
 
 def base_urls(url: str) -> tuple[str, str]:
@@ -184,10 +189,19 @@ class RemoteTarget:
                     self._changed.clear()
                     await self._changed.wait()
         except TimeoutError:
-            self.recorder.observation.errors.append(
-                {"code": "timeout", "message": f"error: no answer within {timeout:g} s"}
-            )
+            raise NoAnswer(f"error: no answer within {timeout:g} s{self._heard()}") from None
         return self.recorder.observation
+
+    def _heard(self) -> str:
+        """What the turn that got no answer did bring, for the error's reader."""
+        obs = self.recorder.observation
+        parts = [f"heard {obs.transcript!r}"] if obs.transcript else ["no transcript"]
+        parts.append(f"the agent said {obs.reply[:120]!r}" if obs.reply else "no final response")
+        states = [m["payload"].get("state") for m in obs.messages if event_name(m) == "state"]
+        if states:
+            parts.append(f"last state {states[-1]}")
+        parts += [f"error {e.get('code')}: {e.get('message')}" for e in obs.errors[:2]]
+        return f" ({'; '.join(parts)})"
 
     def _over(self, start: int) -> bool:
         if self.closed is not None or self.recorder.observation.ended:
@@ -235,11 +249,7 @@ class RemoteTarget:
         start = len(self.messages)
         obs = self.recorder.start()
         self._turn_started = time.monotonic()
-        try:
-            sent_at = await self.send_turn(turn)
-        except TargetError as exc:
-            obs.errors.append({"code": "send_failed", "message": str(exc)})
-            return obs
+        sent_at = await self.send_turn(turn)  # a TargetError: the socket is gone, the test an error
         obs = await self.wait_answer(start)
         firsts = [t for t in self.audio_times if t >= sent_at]
         obs.first_audio_ms = round((firsts[0] - sent_at) * 1000.0, 1) if firsts else None
