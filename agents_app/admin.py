@@ -1,5 +1,5 @@
-"""Admin for agents, scenarios (handoffs inline), sessions (history read-only, with a conversation
-viewer) and demo profiles.
+"""Admin for agents, scenarios (handoffs inline; an action runs their agent tests), sessions
+(history read-only, with a conversation viewer) and demo profiles.
 
 Forms run the same validators as the file loader (:mod:`agents_app.definitions`) and show their
 problems on the offending field. Saving an edit of a file agent stores it as an override that
@@ -8,10 +8,14 @@ survives restarts (see :mod:`agents_app.models`); every save tells all workers t
 
 from __future__ import annotations
 
+import asyncio
+
+from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.template.response import TemplateResponse
 
 from agents_app.catalog import (
     agent_tool_names,
@@ -204,6 +208,7 @@ class ScenarioAdmin(admin.ModelAdmin):
     search_fields = ("name", "description")
     readonly_fields = ("source", "origin", "overrides", "problems", "created_at", "updated_at")
     inlines = [ScenarioHandoffInline]
+    actions = ["run_agent_tests"]
 
     @admin.display(description="agents")
     def agent_count(self, obj: Scenario) -> int:
@@ -229,6 +234,63 @@ class ScenarioAdmin(admin.ModelAdmin):
             obj.overrides["handoffs"] = True  # keep the admin's handoffs over the file's on restart
             obj.save(update_fields=["overrides"])
         _bump_after_commit()
+
+    @admin.action(description="Run agent tests")
+    def run_agent_tests(self, request, queryset):
+        """Run the built-in agent tests (fixtures/evals) of the selected scenarios on the in-process
+        engine and show each test's outcome: the quick check after editing an agent or a handoff."""
+        names = sorted(s.name for s in queryset)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Agent tests: {', '.join(names)}",
+            "opts": self.model._meta,
+            **run_agent_tests_for(names),
+        }
+        return TemplateResponse(request, "admin/evals_report.html", context)
+
+
+ADMIN_EVALS_TIMEOUT_S = 300.0  # the action answers within this, with the tests that finished by then
+EVAL_STATUSES = ("passed", "failed", "error", "skipped")
+
+
+def run_agent_tests_for(scenarios: list[str], timeout_s: float = ADMIN_EVALS_TIMEOUT_S) -> dict:
+    """The suites of ``scenarios`` run on the engine target, as the report page's context:
+    ``results`` (the :class:`~agents_app.evals.runner.TestResult` of each finished test),
+    ``not_run`` (tests the time bound cut off), ``problems`` (the suite files' errors), counts."""
+    from agents_app.evals import runner, spec, targets
+    from agents_app.evals.engine_target import stop_engine
+    from agents_app.evals.judge import judge_for_runtime
+
+    wanted = {name.lower() for name in scenarios}
+    try:
+        tests = [t for t in spec.load_suites([spec.DEFAULT_DIR]) if t.scenario.lower() in wanted]
+    except spec.SpecError as exc:
+        return {"problems": exc.problems, "results": [], "not_run": [], "counts": {}}
+    results: list = []
+
+    async def bounded() -> bool:
+        try:
+            async with asyncio.timeout(timeout_s):
+                make = targets.make_target("engine")
+                await runner.run(tests, make, on_result=results.append, judge=judge_for_runtime())
+        except TimeoutError:
+            return True
+        finally:
+            await stop_engine()  # only what the run started (a service's own providers stay)
+        return False
+
+    timed_out = async_to_sync(bounded)()
+    finished = {id(r.test) for r in results}
+    counts = {status: sum(r.status == status for r in results) for status in EVAL_STATUSES}
+    return {
+        "problems": [],
+        "results": results,
+        "not_run": [t for t in tests if id(t) not in finished],
+        "timed_out": timed_out,
+        "timeout_s": timeout_s,
+        "counts": counts,
+        "ok": bool(results) and not timed_out and counts["failed"] == counts["error"] == 0,
+    }
 
 
 class ReadOnlyInline(admin.TabularInline):
