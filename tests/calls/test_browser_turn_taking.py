@@ -1,9 +1,10 @@
 """Turn-taking over the browser socket with the real offline recogniser (Whisper), the real offline
-voice (Piper), webrtcvad and caller sounds synthesised at test time in espeak-ng voices that are
-not the agent's: a cough does not stop the agent, a backchannel stops it and it resumes, its own
-echo never interrupts it, a real interruption does, a caller pausing inside a sentence is not cut
-off. The caller's microphone runs in real time, like a browser's, and plays back what it receives
-the way a browser does (flushed at a barge-in), so the echo is the audio the caller really hears.
+voice (Piper), each VAD (webrtcvad and Silero) and caller sounds synthesised at test time in
+espeak-ng voices that are not the agent's: a cough does not stop the agent, a backchannel stops it
+and it resumes, its own echo never interrupts it, a real interruption does, a caller pausing inside
+a sentence is not cut off. The caller's microphone runs in real time, like a browser's, and plays
+back what it receives the way a browser does (flushed at a barge-in), so the echo is the audio the
+caller really hears.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from voices import Voice, pcm16
 from voiceagent.config import load_config
 from voiceagent.conversation.testing import ScriptedChat
 from voiceagent.routing import websocket_urlpatterns
+from voiceagent.runtime import Runtime
 from voiceagent.speech import pools
 from voiceagent.speech.factory import build_speech_providers
-from voiceagent.speech.vad import VoiceActivityDetector
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -56,11 +57,17 @@ async def providers():
     pools.POOLS.update(saved)
 
 
-@pytest.fixture
-def runtime(fake_runtime, providers):
+@pytest.fixture(params=["webrtc", "silero"])
+def runtime(request, fake_runtime, providers, settings):
+    """The runtime on the real offline speech, with the VAD as VAD_PROVIDER picks it."""
+    settings.CONFIG = load_config({"VAD_PROVIDER": request.param})
     fake_runtime.stt, fake_runtime.tts = providers
     fake_runtime.chat = ScriptedChat(default=ANSWER)
-    fake_runtime.vad_factory = lambda: VoiceActivityDetector(16000, 20, aggressiveness=2)
+    fake_runtime.vad_factory = Runtime._default_vad
+    assert (
+        type(fake_runtime.vad_factory()).__name__
+        == {"webrtc": "VoiceActivityDetector", "silero": "SileroVAD"}[request.param]
+    )
     return fake_runtime
 
 
@@ -248,8 +255,8 @@ async def test_a_real_interruption_stops_the_agent_and_is_answered(runtime):
 async def test_a_pause_inside_a_sentence_does_not_end_the_turn(runtime):
     caller = await talking_agent()
     async with caller:
-        caller.say(speech("wait"))  # stop the agent first, then speak with a pause
-        await caller.wait(is_barge_in, timeout=5)
+        caller.say(speech("hold on, wait a second"))  # stop the agent first, then speak with a pause
+        await caller.wait(is_barge_in, timeout=15)
         await caller.wait(final("response"), after=caller.loop_time(), timeout=15)
         while caller.playing_s() > 0:
             await asyncio.sleep(0.05)
