@@ -104,17 +104,23 @@ BACKCHANNELS: frozenset[str] = frozenset(
         "thank you very much", "thanks a lot", "great", "cool", "perfect", "good", "uh uh", "mm mm",
     }
 )  # fmt: skip
+# What Whisper writes for a cough, a click or breath it cannot place (its well-known hallucinations
+# on non-speech): over the agent, noise like any other.
+NOISE_TRANSCRIPTS: frozenset[str] = frozenset(
+    {"you", "bye", "bye bye", "bye-bye", "thanks for watching", "thank you for watching", "so", "oh"}
+)
 _WORDS = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
 
 
 def is_backchannel(text: str) -> bool:
     """True when ``text`` (a transcript of speech over the agent) is only acknowledgement or noise:
-    "uh-huh", "okay", "yeah right", "mm hmm" - the caller is listening, not taking the turn."""
+    "uh-huh", "okay", "yeah right", "mm hmm", or what Whisper writes for a cough ("Bye bye.") -
+    the caller is listening, not taking the turn."""
     words = _WORDS.findall(text.lower())
     if not words or len(words) > 4:
         return not words
     phrase = " ".join(words)
-    if phrase in BACKCHANNELS:
+    if phrase in BACKCHANNELS or phrase in NOISE_TRANSCRIPTS:
         return True
     return all(word in BACKCHANNELS for word in words)
 

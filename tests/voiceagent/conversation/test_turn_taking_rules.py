@@ -18,7 +18,10 @@ from voiceagent.conversation.turn_taking import (
 SETTINGS = TurnTaking(endpointing_min_ms=500, endpointing_max_ms=1600)
 
 
-@pytest.mark.parametrize("text", ["uh-huh", "Uh huh.", "Mm-hmm", "okay", "Yeah, right.", "ok ok", "", "Hmm?"])
+@pytest.mark.parametrize(
+    "text",
+    ["uh-huh", "Uh huh.", "Mm-hmm", "okay", "Yeah, right.", "ok ok", "", "Hmm?", "Bye bye.", "Thank you."],
+)
 def test_backchannels_and_noise(text):
     assert is_backchannel(text)
 
