@@ -156,6 +156,19 @@ class RemoteTarget:
             self.recorder.add({"type": "audio", "payload": {}})
         self._changed.set()
 
+    async def until_started(self, started: Callable[[], bool], wire: str) -> None:
+        """Wait for ``started()`` (the service's first word on ``wire``); a refusal or 30 s of
+        silence is a :class:`TargetError` saying which."""
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                while not started():
+                    if self.closed is not None:
+                        raise TargetError(f"the service refused the {wire}: {self.closed}")
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            raise TargetError(f"the {wire} said nothing within {CONNECT_TIMEOUT_S:g} s") from None
+
     def lost(self, why: str) -> None:
         """The conversation's socket closed."""
         if self.closed is None:

@@ -74,24 +74,15 @@ class BrowserTarget(RemoteTarget):
         except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
             raise TargetError(f"cannot open the browser socket at {self.ws_base}: {exc}") from None
         self._reader = asyncio.get_running_loop().create_task(self._read())
-        await self._until_started()
+        await self.until_started(
+            lambda: any(event_name(m) == "session_started" for m in self.messages), "browser socket"
+        )
         await self._send({"type": "config", "payload": {"scenario": scenario, "sample_rate": RATE}})
         await self._send({"type": "control", "payload": {"action": "start"}})
         self.mic = Microphone(self.ws.send, SILENCE)
         self.mic.start()
         await self.finish_open()
         return self.session_id
-
-    async def _until_started(self) -> None:
-        try:
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                while not any(event_name(m) == "session_started" for m in self.messages):
-                    if self.closed is not None:
-                        raise TargetError(f"the service refused the browser socket: {self.closed}")
-                    self._changed.clear()
-                    await self._changed.wait()
-        except TimeoutError:
-            raise TargetError("the browser socket said nothing within 30 s") from None
 
     async def _read(self) -> None:
         try:

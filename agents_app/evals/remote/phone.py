@@ -137,7 +137,7 @@ class PhoneTarget(RemoteTarget):
         )
         self.mic = Microphone(self._frame, bytes(FRAME_BYTES))
         self.mic.start()
-        await self._until_started()
+        await self.until_started(lambda: bool(self.session_id), "media stream")
         await self.finish_open()
         return self.session_id
 
@@ -171,17 +171,6 @@ class PhoneTarget(RemoteTarget):
             telephony = next((c for c in checks if c.get("component") == "telephony"), {})
             known = _TELEPHONY[self.http_base] = telephony.get("status", "not_configured") != "not_configured"
         return known
-
-    async def _until_started(self) -> None:
-        try:
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                while not self.session_id:
-                    if self.closed is not None:
-                        raise TargetError(f"the service refused the media stream: {self.closed}")
-                    self._changed.clear()
-                    await self._changed.wait()
-        except TimeoutError:
-            raise TargetError("the media stream said nothing within 30 s") from None
 
     async def _read(self) -> None:
         try:
