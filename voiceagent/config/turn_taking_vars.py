@@ -57,7 +57,7 @@ TURN_TAKING: tuple[Var, ...] = (
     ),
     V(
         "FILLER_AFTER_MS",
-        "1000",
+        "700",
         integer(0, 60000),
         "A tool or MCP call still running after this long makes the agent say a short filler from "
         'its definition ("One moment while I check that."), again after each filler while it runs; '

@@ -49,7 +49,7 @@ class ListeningConfig(CoreConfig):
     input_queue_frames: int = 500  # audio kept from before start() (10 s of 20 ms frames); oldest dropped
     preroll_frames: int = 15  # audio kept from before speech started (300 ms)
     max_utterance_frames: int = 3000  # 60 s
-    pause_hint_ms: int = 160  # silence after which the recogniser is asked what was said so far
+    pause_hint_ms: int = 240  # silence after which the recogniser is asked what was said so far
 
 
 class VADLike(Protocol):

@@ -68,7 +68,7 @@ class TurnTaking:
     endpointing_min_ms: int = 500  # silence that ends a complete-sounding turn (VAD_SILENCE_TIMEOUT)
     endpointing_max_ms: int = 1600  # silence that ends an unfinished clause or a number being read
     echo_gate_db: float = 10.0  # caller audio this far below the agent's own recent audio is echo
-    filler_after_ms: int = 1000  # a tool still running after this: the agent says a filler
+    filler_after_ms: int = 700  # a tool still running after this: the agent says a filler
     fillers: tuple[str, ...] = DEFAULT_FILLERS
     reprompt_after_s: float = 15.0  # caller silent this long after the agent spoke: re-prompt
     max_reprompts: int = 2  # re-prompts in a row without an answer before the polite goodbye
