@@ -22,7 +22,6 @@ import time
 import uuid
 from typing import Any
 
-import websockets
 from websockets.exceptions import ConnectionClosed
 
 from agents_app.evals.observe import CallerTurn
@@ -75,16 +74,12 @@ class AudioHookTarget(RemoteTarget):
         }
         if self.contactcenter_key:
             headers["X-API-KEY"] = self.contactcenter_key
-        try:
-            self.ws = await websockets.connect(
-                f"{self.ws_base}/contactcenter/stream",
-                subprotocols=["audiohook-v2"],
-                additional_headers=headers,
-                max_size=2**23,
-                open_timeout=CONNECT_TIMEOUT_S,
-            )
-        except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
-            raise TargetError(f"cannot open the AudioHook socket at {self.ws_base}: {exc}") from None
+        self.ws = await self.open_socket(
+            f"{self.ws_base}/contactcenter/stream",
+            "AudioHook socket",
+            subprotocols=["audiohook-v2"],
+            additional_headers=headers,
+        )
         self._reader = asyncio.get_running_loop().create_task(self._read())
         inputs = {str(k): str(v) for k, v in (variables or {}).items()}
         await self._send(
@@ -175,12 +170,8 @@ class AudioHookTarget(RemoteTarget):
             for digit in turn.dtmf:
                 await self._send("dtmf", {"digit": digit})
             return time.monotonic()
-        assert self.mic is not None
         audio = await asyncio.to_thread(speech.mulaw8k, turn.say or "")  # the wire has no text
-        await self.mic.say(audio)
-        spoken = time.monotonic()
-        await self.mic.say(SILENCE * int(SPEECH_TAIL_S * 50))
-        return spoken
+        return await self.say_into_mic(audio, SILENCE * int(SPEECH_TAIL_S * 50))
 
     async def close(self) -> None:
         if self.mic is not None:

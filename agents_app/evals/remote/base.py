@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import websockets
+from websockets.exceptions import ConnectionClosed
 
 from agents_app.evals.observe import CallerTurn, TurnObservation, TurnRecorder
 
@@ -133,6 +135,9 @@ class RemoteTarget:
         self.playing_until = 0.0  # when the agent audio received so far has played at our end
         self.audio_times: list[float] = []  # arrival of each agent audio message
         self._changed = asyncio.Event()
+        self.ws: Any = None  # the conversation's socket, the microphone on it, its reader
+        self.mic: Microphone | None = None
+        self._reader: asyncio.Task | None = None
         self._greeting: TurnObservation | None = None
         self._turn_started = 0.0
 
@@ -155,6 +160,32 @@ class RemoteTarget:
         if self.recorder.observation.first_audio_ms is None:
             self.recorder.add({"type": "audio", "payload": {}})
         self._changed.set()
+
+    async def open_socket(self, url: str, wire: str, **options: Any) -> Any:
+        """A WebSocket to the service; ``wire`` names it in the error when it cannot be opened."""
+        try:
+            return await websockets.connect(url, max_size=2**23, open_timeout=CONNECT_TIMEOUT_S, **options)
+        except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
+            raise TargetError(f"cannot open the {wire} at {self.ws_base}: {exc}") from None
+
+    async def say_into_mic(self, audio: bytes, tail: bytes) -> float:
+        """``audio`` into the microphone, then ``tail`` (silence: the service's end of turn);
+        returns when the speech ended."""
+        assert self.mic is not None
+        await self.mic.say(audio)
+        spoken = time.monotonic()
+        await self.mic.say(tail)
+        return spoken
+
+    async def close_wire(self) -> None:
+        """The microphone, the socket and its reader, in that order."""
+        if self.mic is not None:
+            await self.mic.stop()
+        if self.ws is not None:
+            with contextlib.suppress(ConnectionClosed):
+                await self.ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
 
     async def until_started(self, started: Callable[[], bool], wire: str) -> None:
         """Wait for ``started()`` (the service's first word on ``wire``); a refusal or 30 s of

@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import time
 from typing import Any
 from urllib.parse import quote
 
-import websockets
 from websockets.exceptions import ConnectionClosed
 
 from agents_app.evals.observe import CallerTurn
 from agents_app.evals.remote import speech
 from agents_app.evals.remote.base import (
-    CONNECT_TIMEOUT_S,
     SPEECH_TAIL_S,
     Microphone,
     RemoteTarget,
@@ -67,12 +64,10 @@ class BrowserTarget(RemoteTarget):
         query = f"session_id={self.session_id}"
         if self.api_key:
             query += f"&api_key={quote(self.api_key)}"
-        try:
-            self.ws = await websockets.connect(
-                f"{self.ws_base}/browser/conversation?{query}", max_size=2**23, open_timeout=CONNECT_TIMEOUT_S
-            )
-        except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
-            raise TargetError(f"cannot open the browser socket at {self.ws_base}: {exc}") from None
+        self.ws = await self.open_socket(
+            f"{self.ws_base}/browser/conversation?{query}",
+            "browser socket",
+        )
         self._reader = asyncio.get_running_loop().create_task(self._read())
         await self.until_started(
             lambda: any(event_name(m) == "session_started" for m in self.messages), "browser socket"
@@ -114,18 +109,8 @@ class BrowserTarget(RemoteTarget):
         if not turn.audio:
             await self._send({"type": "text", "payload": {"text": text}})
             return time.monotonic()
-        assert self.mic is not None
         audio = await asyncio.to_thread(speech.pcm16, text, RATE)
-        await self.mic.say(audio)
-        spoken = time.monotonic()
-        await self.mic.say(bytes(int(RATE * SPEECH_TAIL_S) * 2))
-        return spoken
+        return await self.say_into_mic(audio, bytes(int(RATE * SPEECH_TAIL_S) * 2))
 
     async def close(self) -> None:
-        if self.mic is not None:
-            await self.mic.stop()
-        if self.ws is not None:
-            with contextlib.suppress(ConnectionClosed):
-                await self.ws.close()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
+        await self.close_wire()

@@ -29,13 +29,11 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-import websockets
 from websockets.exceptions import ConnectionClosed
 
 from agents_app.evals.observe import CallerTurn
 from agents_app.evals.remote import speech
 from agents_app.evals.remote.base import (
-    CONNECT_TIMEOUT_S,
     SPEECH_TAIL_S,
     Microphone,
     RemoteTarget,
@@ -113,15 +111,11 @@ class PhoneTarget(RemoteTarget):
         else:
             query += f"&scenario={quote(scenario)}"
         self.dashboard = await DashboardFeed.connect(self, self.session_id or None)
-        try:
-            self.ws = await websockets.connect(
-                f"{self.ws_base}/media/stream?{query}",
-                additional_headers=headers,
-                max_size=2**23,
-                open_timeout=CONNECT_TIMEOUT_S,
-            )
-        except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
-            raise TargetError(f"cannot open the media stream at {self.ws_base}: {exc}") from None
+        self.ws = await self.open_socket(
+            f"{self.ws_base}/media/stream?{query}",
+            "media stream",
+            additional_headers=headers,
+        )
         self._reader = asyncio.get_running_loop().create_task(self._read())
         await self._send(
             {
@@ -214,21 +208,11 @@ class PhoneTarget(RemoteTarget):
         if turn.dtmf is not None:
             await self._send({"kind": "DtmfData", "dtmfData": {"data": turn.dtmf}})
             return time.monotonic()
-        assert self.mic is not None
         audio = await asyncio.to_thread(speech.pcm16, turn.say or "", RATE)  # a phone has no text
-        await self.mic.say(audio)
-        spoken = time.monotonic()
-        await self.mic.say(bytes(int(RATE * SPEECH_TAIL_S) * 2))
-        return spoken
+        return await self.say_into_mic(audio, bytes(int(RATE * SPEECH_TAIL_S) * 2))
 
     async def close(self) -> None:
-        if self.mic is not None:
-            await self.mic.stop()
-        if self.ws is not None:
-            with contextlib.suppress(ConnectionClosed):
-                await self.ws.close()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
+        await self.close_wire()
         if self.dashboard is not None:
             await self.dashboard.close()
         if self.connection_id:  # hang up as the caller; the call may have ended already
