@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 import test_live
-from enginekit import TONE, Harness
+from enginekit import Harness
 from realtime_peer import Call, Say
 from test_live import LiveHarness, make_client
 
