@@ -14,7 +14,7 @@ from agents_app.models import Agent
 from voiceagent.config import turn_taking_vars
 from voiceagent.conversation.core import ConversationCore
 from voiceagent.conversation.specs import AgentSpec
-from voiceagent.conversation.turn_taking import DEFAULT_REPROMPT, TurnTakingSpec
+from voiceagent.conversation.turn_taking import DEFAULT_REPROMPT, TurnTaking, TurnTakingSpec
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TOOLS = frozenset({"end_conversation", "verify_client_identity", "send_mfa_code", "verify_mfa_code"})
@@ -196,7 +196,7 @@ def test_spec_from_stored_values_reaches_turn_taking_for():
     settings = core_with_globals().turn_taking_for(spec)
     assert settings.filler_after_ms == 0 and settings.reprompt_after_s == 15.0
     plain = core_with_globals().turn_taking_for(AgentSpec(name="y", prompt_template="Hi."))
-    assert plain.filler_after_ms == 1000
+    assert plain.filler_after_ms == TurnTaking().filler_after_ms  # the global default
 
 
 # --- admin ------------------------------------------------------------------------------------------

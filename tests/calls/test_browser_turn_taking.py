@@ -239,7 +239,10 @@ async def test_the_agents_own_echo_does_not_interrupt_it(runtime):
         at = caller.loop_time()
         await asyncio.sleep(4.0)
         assert not [m for m in caller.since(at) if is_barge_in(m)]
-        assert not [m for m in caller.since(at) if final("transcript")(m)]
+        # no turn was taken from it (a stray frame may still reach the recogniser on a loaded
+        # machine - its transcript is shown, never answered) and the answer played on
+        assert answers(caller, at) == []
+        assert any(m["type"] == "audio" for m in caller.since(at + 3.0)) or caller.playing_s() > 0
 
 
 async def test_a_real_interruption_stops_the_agent_and_is_answered(runtime):

@@ -51,7 +51,7 @@ TURN_TAKING: tuple[Var, ...] = (
         "10",
         number(0, 60),
         "While the agent speaks, caller audio more than this many dB below the agent's own audio of "
-        "the last 300 ms is taken for echo and never interrupts (0 turns the gate off)",
+        "the last second is taken for echo and never interrupts (0 turns the gate off)",
         group="turn-taking",
         tunable=True,
     ),

@@ -31,7 +31,7 @@ class EchoReference:
 
     __slots__ = ("_frames", "window_s")
 
-    def __init__(self, window_s: float = 0.5):
+    def __init__(self, window_s: float = 1.0):
         self.window_s = window_s
         self._frames: deque[tuple[float, float]] = deque()  # (play time, level dBFS), in time order
 
