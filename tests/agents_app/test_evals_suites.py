@@ -87,7 +87,9 @@ def test_the_builtin_suites_cover_both_scenarios_every_handoff_edge_and_every_bu
 def test_the_builtin_suites_pass_over_the_engine(loaded, tmp_path):
     report = tmp_path / "engine.json"
     junit = tmp_path / "engine.xml"
-    code, out = run_command("--transport", "engine", "--json", str(report), "--junit", str(junit))
+    code, out = run_command(
+        "--transport", "engine", "--json", str(report), "--junit", str(junit), "--concurrency", "3"
+    )  # fmt: skip
     assert code == 0, out
     assert statuses(report) == dict.fromkeys(expected_ids(), "passed"), out
 
@@ -168,7 +170,7 @@ def test_the_builtin_suites_pass_over_the_browser_socket_of_scripts_run(service,
             "--json",
             str(report),
             "--concurrency",
-            "3",  # a real-time wire: three callers at once keep CI's share of it to a few minutes
+            "6",  # a real-time wire: six callers at once keep CI's share of it to a few minutes
         ],  # fmt: skip
         cwd=ROOT,
         env=env,

@@ -38,7 +38,7 @@ def test_a_code_typed_on_the_page_keypad_is_verified(tmp_path):
                 page.locator("#text").fill(said)
                 page.keyboard.press("Enter")
             agent = page.locator("#transcript li.agent")
-            expect(agent.filter(has_text="type it on your keypad")).to_have_count(1, timeout=20_000)
+            expect(agent.filter(has_text="type it on your keypad")).to_have_count(1, timeout=40_000)
             expect(page.locator("#session")).to_have_text(SESSION)
 
             # keyboard: the digits typed into the keypad's field, Enter sends them
