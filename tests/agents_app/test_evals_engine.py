@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -86,6 +87,18 @@ def test_a_passing_file_exits_0_and_writes_junit_and_json(rules_runtime, tmp_pat
     test = data["tests"][0]
     assert test["status"] == "passed" and len(test["turns"]) == 4
     assert test["turns"][3]["agent"] == "cards_agent"
+
+
+def test_the_quiet_table_leaves_the_process_log_levels_as_they_were(rules_runtime, tmp_path, capsys):
+    """The command quiets the engine's loggers for its table; run in-process (call_command), it
+    must put their levels back, or every later INFO line of the process is lost."""
+    path = write(tmp_path, "keypad.yaml", PASSING)
+    names = ("voiceagent", "agents_app", "mcp_app", "calls", "bridge")
+    before = {name: logging.getLogger(name).level for name in names}
+    call_command("test_agents", str(path))
+    assert "1 passed" in capsys.readouterr().out
+    assert {name: logging.getLogger(name).level for name in names} == before
+    assert logging.getLogger("calls.media").isEnabledFor(logging.INFO)
 
 
 def test_a_failing_test_exits_1_with_the_expectation_and_the_transcript(rules_runtime, tmp_path, capsys):

@@ -7,7 +7,9 @@ test files or the options are wrong (every problem listed, then one line saying 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.core.management.base import CommandError
@@ -15,6 +17,21 @@ from django.core.management.base import CommandError
 from voiceagent.management.base import ProjectCommand
 
 NOISY = ("voiceagent", "agents_app", "mcp_app", "calls", "bridge")
+
+
+@contextlib.contextmanager
+def quiet_loggers(names: tuple[str, ...]) -> Iterator[None]:
+    """The table is the output: the engine's own log lines only at -v 2. The levels are put back
+    afterwards - the command also runs in-process (call_command), where a level left at WARNING
+    would silence those loggers for the rest of the process."""
+    saved = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 class Command(ProjectCommand):
@@ -62,10 +79,8 @@ class Command(ProjectCommand):
             tests = [t for t in tests if keyword.casefold() in t.id.casefold()]
             if not tests:
                 raise CommandError(f"no test matches -k {keyword!r}", returncode=2)
-        if options["verbosity"] < 2:
-            for name in NOISY:  # the table is the output; the engine's own log lines only at -v 2
-                logging.getLogger(name).setLevel(logging.WARNING)
-        report = asyncio.run(self._run(tests, factory, options))
+        with quiet_loggers(NOISY if options["verbosity"] < 2 else ()):
+            report = asyncio.run(self._run(tests, factory, options))
         from agents_app.evals.report import summary, write_json, write_junit
 
         if options["junit"]:
