@@ -21,11 +21,10 @@ from voiceagent.handlers import ApiASGIHandler, HealthFastPath, PathRouter  # no
 
 api_asgi_app = ApiASGIHandler()  # lean async middleware for /api/
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
-
 from voiceagent import access_log, components, servers_compat  # noqa: E402
 from voiceagent.lifecycle import LifespanApp, install_twisted_hooks, lifecycle  # noqa: E402
 from voiceagent.routing import websocket_urlpatterns  # noqa: E402
+from voiceagent.ws_auth import WebSocketAuthStack  # noqa: E402  (needs Django set up)
 
 components.install(lifecycle)
 install_twisted_hooks(lifecycle)  # daphne: no lifespan events, use the reactor's triggers
@@ -36,7 +35,7 @@ application = LifespanApp(
     ProtocolTypeRouter(
         {
             "http": HealthFastPath(PathRouter(api_asgi_app, django_asgi_app)),
-            "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+            "websocket": WebSocketAuthStack(URLRouter(websocket_urlpatterns)),
         }
     )
 )

@@ -45,9 +45,8 @@ class EchoReference:
         frames = samples[: count * step].astype(np.float32).reshape(count, step)
         power = np.einsum("ij,ij->i", frames, frames) / step
         levels = 10.0 * np.log10(np.maximum(power, 1e-10) / (32768.0 * 32768.0))
-        frames_out = self._frames
-        for index, level in enumerate(levels.tolist()):
-            frames_out.append((start + index * _FRAME_S, level))
+        starts = start + np.arange(count) * _FRAME_S
+        self._frames.extend(zip(starts.tolist(), levels.tolist(), strict=True))
 
     def cut(self, now: float) -> None:
         """The agent stopped at ``now`` (barge-in): what it had queued after that never plays."""

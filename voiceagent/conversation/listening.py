@@ -359,9 +359,9 @@ class CascadeListening:
 
 
 def _level(frame: bytes) -> float:
-    from voiceagent.speech.audio import rms_dbfs
+    from voiceagent.speech.audio import frame_dbfs
 
-    return rms_dbfs(frame)
+    return frame_dbfs(frame)
 
 
 def _db(power: float) -> float:

@@ -1,8 +1,8 @@
 """Frame-level voice activity detection: webrtcvad behind an energy gate.
 
 Runs on every 20 ms inbound frame of every conversation, so it does two C calls per frame and no
-Python-level sample work: the gate (:func:`~voiceagent.speech.audio.rms_dbfs`, one numpy dot
-product) and, only for frames loud enough to matter, webrtcvad's GMM classifier (~2 us).
+Python-level sample work: the gate (:func:`~voiceagent.speech.audio.frame_dbfs`, one C
+call) and, only for frames loud enough to matter, webrtcvad's GMM classifier (~2 us).
 
 The gate exists because webrtcvad judges spectral shape, not loudness: hiss, hum or a quiet TV on
 a phone line can look "speech-like" at any level, and every false positive is a false barge-in
@@ -17,7 +17,7 @@ from typing import Final
 
 import webrtcvad
 
-from voiceagent.speech.audio import frame_bytes_for, rms_dbfs
+from voiceagent.speech.audio import frame_bytes_for, frame_dbfs
 
 __all__ = ["DEFAULT_MIN_RMS_DBFS", "VAD_FRAME_MS", "VAD_RATES", "VoiceActivityDetector"]
 
@@ -78,7 +78,7 @@ class VoiceActivityDetector:
                 f"VAD frame must be {self._frame_bytes} bytes ({self.frame_ms} ms at {self.sample_rate} Hz "
                 f"PCM16 mono), got {len(frame)}"
             )
-        if rms_dbfs(frame) < self.min_rms:
+        if frame_dbfs(frame) < self.min_rms:
             return False
         return self._vad.is_speech(frame, self.sample_rate)
 

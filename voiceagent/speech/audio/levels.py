@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Final
 
 import numpy as np
+
+with warnings.catch_warnings():  # deprecated in 3.11-3.12 (the stdlib module); audioop-lts from 3.13
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import audioop
 
 from .pcm import I16_SCALE, PcmLike, as_int16
 
@@ -17,9 +22,18 @@ def rms_dbfs(samples: PcmLike) -> float:
     x = as_int16(samples)
     if not x.size:
         return -math.inf
-    xf = x.astype(np.float64).reshape(-1)
+    xf = x.astype(np.float32).reshape(-1)  # float32: half the conversion cost, ~1e-6 relative error
     ms = float(np.dot(xf, xf)) / xf.size
     return 10.0 * math.log10(ms / (I16_SCALE * I16_SCALE)) if ms > 0 else -math.inf
+
+
+def frame_dbfs(frame: bytes) -> float:
+    """RMS in dBFS of one short PCM16 frame, for the per-frame path (the VAD's gate, the echo gate):
+    one C call (``audioop.rms``, ~0.5 us for 20 ms) instead of numpy's four (~5 us), for every
+    20 ms of every conversation. The RMS is a whole number of LSBs (< 0.05 dB off at -45 dBFS);
+    -inf for silence."""
+    rms = audioop.rms(frame, 2)
+    return 20.0 * math.log10(rms / I16_SCALE) if rms > 0 else -math.inf
 
 
 def rms_level(samples: PcmLike, floor_db: float = LEVEL_FLOOR_DB) -> float:
