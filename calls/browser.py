@@ -34,7 +34,7 @@ from voiceagent.conversation.events import Event
 from voiceagent.conversation.session import valid_session_id
 from voiceagent.errors import UNAVAILABLE
 from voiceagent.logging import session_id_var
-from voiceagent.speech.audio import StreamResampler, rms_level
+from voiceagent.speech.audio import StreamResampler, frame_level
 from voiceagent.transport.driver import AudioSocket, Refused, StartFailed
 from voiceagent.transport.envelope import envelope, event_payload
 from voiceagent.transport.relay import AudioRelayFlag
@@ -64,7 +64,7 @@ class BrowserConversationConsumer(AudioSocket):
         self.config = SessionConfig()
         self.resamplers: dict[tuple[int, int], StreamResampler] = {}
         self.last_input: bytes = b""
-        self.last_output = None
+        self.last_output: bytes | None = None
         self.levels_shown: tuple[float, float] | None = None
         self.levels_sent = 0.0
         # read once: settings.CONFIG costs a lazy-object lookup, too much per 20 ms frame x hundreds
@@ -314,7 +314,7 @@ class BrowserConversationConsumer(AudioSocket):
         if not len(samples):
             return
         self.seq += 1
-        self.last_output = samples
+        self.last_output = pcm
         await self._send_audio(base64.b64encode(pcm).decode(), output_rate)
         if self._levels_due():
             await self._send_levels()
@@ -345,8 +345,8 @@ class BrowserConversationConsumer(AudioSocket):
     async def _send_levels(self) -> None:
         """The meters, only when one would move."""
         self.levels_sent = time.monotonic()
-        level_in = rms_level(np.frombuffer(self.last_input, dtype="<i2")) if self.last_input else 0.0
-        level_out = rms_level(self.last_output) if self.last_output is not None else 0.0
+        level_in = frame_level(self.last_input) if self.last_input else 0.0
+        level_out = frame_level(self.last_output) if self.last_output is not None else 0.0
         self.last_input, self.last_output = b"", None
         levels = (round(level_in, 2), round(level_out, 2))
         if levels == self.levels_shown:

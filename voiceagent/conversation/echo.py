@@ -9,7 +9,7 @@ caller only when it is no more than ``gate_db`` below the loudest far-end (agent
 last ``window_s``. Echo is weaker than that; a caller talking over the agent is not.
 
 :class:`EchoReference` keeps the level of every 20 ms of agent audio on the playback clock
-(loop time at which it plays), computed once per chunk with numpy, and answers "how loud was the
+(loop time at which it plays), computed once per chunk (one C call per 20 ms), and answers "how loud was the
 agent around now" by scanning the few frames in the window.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-import numpy as np
+from voiceagent.speech.audio.levels import frame_dbfs
 
 __all__ = ["EchoReference"]
 
@@ -37,16 +37,12 @@ class EchoReference:
 
     def add(self, pcm: bytes, sample_rate: int, start: float) -> None:
         """Agent audio (PCM16 mono at ``sample_rate``) that plays from ``start`` (loop time)."""
-        samples = np.frombuffer(pcm, dtype=np.int16)
-        step = max(1, int(sample_rate * _FRAME_S))
-        count = len(samples) // step
-        if count == 0:
-            return
-        frames = samples[: count * step].astype(np.float32).reshape(count, step)
-        power = np.einsum("ij,ij->i", frames, frames) / step
-        levels = 10.0 * np.log10(np.maximum(power, 1e-10) / (32768.0 * 32768.0))
-        starts = start + np.arange(count) * _FRAME_S
-        self._frames.extend(zip(starts.tolist(), levels.tolist(), strict=True))
+        step = max(1, int(sample_rate * _FRAME_S)) * 2  # bytes per 20 ms
+        view = memoryview(pcm)
+        append = self._frames.append
+        for index in range(len(pcm) // step):  # one C call per 20 ms (audioop.rms)
+            level = frame_dbfs(view[index * step : (index + 1) * step])
+            append((start + index * _FRAME_S, level if level > _FLOOR_DB else _FLOOR_DB))
 
     def cut(self, now: float) -> None:
         """The agent stopped at ``now`` (barge-in): what it had queued after that never plays."""

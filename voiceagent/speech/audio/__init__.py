@@ -18,7 +18,7 @@ chains), :mod:`.resampling`, :mod:`.framing`, :mod:`.pacing`, :mod:`.levels` and
 from __future__ import annotations
 
 from .framing import FrameChunker, frame_bytes_for
-from .levels import LEVEL_FLOOR_DB, frame_dbfs, peak_level, rms_dbfs, rms_level
+from .levels import LEVEL_FLOOR_DB, frame_dbfs, frame_level, peak_level, rms_dbfs, rms_level
 from .mulaw import (
     ULAW_SILENCE_BYTE,
     MulawStreamDecoder,
@@ -56,6 +56,7 @@ __all__ = [
     "float32_to_int16",
     "frame_bytes_for",
     "frame_dbfs",
+    "frame_level",
     "generate_tone",
     "int16_to_float32",
     "pcm16_from_bytes",

@@ -42,7 +42,15 @@ def rms_level(samples: PcmLike, floor_db: float = LEVEL_FLOOR_DB) -> float:
     A dB scale matches perceived loudness (linear RMS would make speech at -30 dBFS look like 3%),
     and -60 dBFS is about the noise floor of a phone line, so silence/line noise reads 0.
     """
-    db = rms_dbfs(samples)
+    return _meter(rms_dbfs(samples), floor_db)
+
+
+def frame_level(frame: bytes, floor_db: float = LEVEL_FLOOR_DB) -> float:
+    """:func:`rms_level` of PCM16 bytes through :func:`frame_dbfs`: for meters updated on hot paths."""
+    return _meter(frame_dbfs(frame), floor_db)
+
+
+def _meter(db: float, floor_db: float) -> float:
     if db <= floor_db:
         return 0.0
     return min(1.0, (db - floor_db) / -floor_db)
