@@ -40,6 +40,7 @@ class Utterance:
     answers: list[str] = field(default_factory=list)  # the agents' final responses to it
     answer_audio_s: float = 0.0  # agent audio received after it
     barged_in: bool = False  # it interrupted the agent: the server said so (``barge_in``)
+    over_agent_s: float = 0.0  # agent audio the caller still had to play when it began speaking
 
 
 class Inbox:
@@ -187,6 +188,7 @@ class BrowserCaller:
         utterance = Utterance(sentence, self.voice)
         self.utterances.append(utterance)
         start = len(self.inbox.messages)
+        utterance.over_agent_s = max(0.0, self.playing_until - time.monotonic())
         await self.mic.say(audio)
         i = await self.inbox.wait(lambda m: is_final_transcript(m) or m.get("type") == "error", start)
         message = self.inbox.messages[i]
