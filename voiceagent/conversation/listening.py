@@ -35,7 +35,13 @@ from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.timing import TurnClock
-from voiceagent.conversation.turn_taking import BACKGROUND_MARGIN_DB, TurnTaking, endpoint_ms, is_backchannel
+from voiceagent.conversation.turn_taking import (
+    BACKGROUND_MARGIN_DB,
+    TurnTaking,
+    endpoint_ms,
+    is_backchannel,
+    is_hallucination,
+)
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -66,6 +72,7 @@ class _Utterance:
     over_agent_power: float = 0.0  # the sum of those frames' mean power (full scale = 1)
     power: float = 0.0  # the sum of all its speech frames' mean power
     speech_frames: int = 0
+    voiced_frames: int = 0  # frames the VAD called speech, echo-gated or not: what words can fill
     held: bool = False  # it held the agent's answer
     hint_pending: bool = False  # a hypothesis for the current pause was asked for
     pauses: int = 0  # pauses so far (an answer for an earlier one is stale)
@@ -176,7 +183,7 @@ class CascadeListening:
     def _on_frame(self, frame: bytes) -> None:
         if self.paused:
             return
-        speech = self.vad.is_speech(frame)
+        speech = voiced = self.vad.is_speech(frame)
         level = 0.0
         if speech:
             level = _level(frame)
@@ -199,6 +206,7 @@ class CascadeListening:
         if utterance.frames_in < self.config.max_utterance_frames:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1
+        utterance.voiced_frames += voiced
         if speech:
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
@@ -302,15 +310,13 @@ class CascadeListening:
         """The caller's utterance is recognised: a turn, or - when it was said over the agent and is
         only noise or a backchannel - the agent goes on (resumed where it was held)."""
         background = bool(utterance.over_agent_ms) and not self._foreground(utterance)
+        voiced_ms = utterance.voiced_frames * self.config.frame_ms
+        noise = background or is_backchannel(text) or is_hallucination(text, voiced_ms)
         if utterance.held and self._held is not None:
-            if not text or background or is_backchannel(text):
+            if not text or noise:
                 self._resume_answer(text)
                 return
-        elif (
-            utterance.over_agent_ms
-            and self._agent_busy()
-            and (not text or background or is_backchannel(text))
-        ):
+        elif utterance.over_agent_ms and self._agent_busy() and (not text or noise):
             return  # a short sound, background voices or an "uh-huh" while the agent speaks
         if text:
             if not utterance.over_agent_ms and utterance.speech_frames:
@@ -345,6 +351,7 @@ class CascadeListening:
                 and self._held is None
                 and text
                 and not is_backchannel(text)
+                and not is_hallucination(text, utterance.voiced_frames * self.config.frame_ms)
                 and self._foreground(utterance)
             ):
                 utterance.held = self._hold_answer()  # a recognised word over the agent

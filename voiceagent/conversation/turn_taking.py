@@ -17,6 +17,7 @@ minimum.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, fields, replace
 
@@ -123,6 +124,28 @@ def is_backchannel(text: str) -> bool:
     if phrase in BACKCHANNELS or phrase in NOISE_TRANSCRIPTS:
         return True
     return all(word in BACKCHANNELS for word in words)
+
+
+MAX_WORDS_PER_VOICED_S = 6.0  # fast speech is ~4-5 words per second of voiced audio
+LOOPED_WORD_RUN = 4  # the same word this many times in a row: the decoder looping on a sound
+
+
+def is_hallucination(text: str, voiced_ms: int) -> bool:
+    """True when ``text`` is more than the voiced audio under it can hold: a recogniser writing
+    words for a cough, clicks or a keyboard ("I'm just click click click click ..."): a word looped
+    :data:`LOOPED_WORD_RUN` times in a row, or more words than :data:`MAX_WORDS_PER_VOICED_S` per
+    second of the speech frames the VAD heard (one word is always possible). Used only for sound
+    over the agent, where noise is likelier than a caller's words: the agent goes on."""
+    words = _WORDS.findall(text.lower())
+    if not words:
+        return False
+    run = longest = 1
+    for before, word in itertools.pairwise(words):
+        run = run + 1 if word == before else 1
+        longest = max(longest, run)
+    if longest >= LOOPED_WORD_RUN:
+        return True
+    return len(words) > max(1.0, MAX_WORDS_PER_VOICED_S * voiced_ms / 1000.0)
 
 
 # --- end of turn --------------------------------------------------------------------------------

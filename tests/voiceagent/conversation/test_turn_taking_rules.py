@@ -12,6 +12,7 @@ from voiceagent.conversation.turn_taking import (
     TurnTakingSpec,
     endpoint_ms,
     is_backchannel,
+    is_hallucination,
     resolve,
 )
 
@@ -31,6 +32,32 @@ def test_backchannels_and_noise(text):
 )
 def test_words_that_take_the_turn(text):
     assert not is_backchannel(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "voiced_ms"),
+    [
+        ("I'm just click click click click click click", 900),  # a keyboard, decoded as a loop
+        ("That's it.", 200),  # two words in a 200 ms cough
+        ("Can you see what we all know is all that's covered", 600),  # ten words in 0.6 s
+    ],
+)
+def test_more_words_than_the_sound_can_hold_are_a_hallucination(text, voiced_ms):
+    assert is_hallucination(text, voiced_ms)
+
+
+@pytest.mark.parametrize(
+    ("text", "voiced_ms"),
+    [
+        ("stop", 120),  # one word is always possible
+        ("wait, stop, I have a different question about my card", 2200),
+        ("no no no", 700),
+        ("four four four one", 1400),  # digits read out: a run of three
+        ("", 0),
+    ],
+)
+def test_words_the_voiced_audio_can_hold_are_speech(text, voiced_ms):
+    assert not is_hallucination(text, voiced_ms)
 
 
 @pytest.mark.parametrize(
