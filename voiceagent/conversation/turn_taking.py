@@ -126,7 +126,7 @@ def is_backchannel(text: str) -> bool:
     return all(word in BACKCHANNELS for word in words)
 
 
-MAX_WORDS_PER_VOICED_S = 6.0  # fast speech is ~4-5 words per second of voiced audio
+MAX_WORDS_PER_VOICED_S = 8.0  # fast speech is ~4-6 words per second of voiced audio
 LOOPED_WORD_RUN = 4  # the same word this many times in a row: the decoder looping on a sound
 
 
