@@ -24,6 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from agents_app.evals.observe import CallerTurn, TurnObservation, TurnRecorder
 
 TURN_TIMEOUT_S = 30.0
+PLAYOUT_MAX_S = 120.0  # once answered: a long answer (three transactions read out) plays this long at most
 FRAME_S = 0.02
 SPEECH_TAIL_S = 1.0  # silence after an utterance: the service's end of turn
 PLAYED_MARGIN_S = 0.3  # after the last agent audio has played
@@ -223,9 +224,10 @@ class RemoteTarget:
     async def wait_answer(self, start: int, timeout: float = TURN_TIMEOUT_S) -> TurnObservation:
         """Messages from index ``start`` on, until the turn is over; the recorder's observation."""
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout) as bound:
                 while True:
-                    if self._over(start):
+                    if self._over(start):  # answered: its playing out is not "no answer"
+                        bound.reschedule(asyncio.get_running_loop().time() + PLAYOUT_MAX_S)
                         await self._played()
                         if self._over(start):
                             break
