@@ -90,8 +90,11 @@ async def _call(fn: HookFn) -> Any:
 class Lifecycle:
     """The process's startup/shutdown state machine. One instance per process: :data:`lifecycle`."""
 
-    def __init__(self, deferred_timeout: float = 5.0):
+    def __init__(self, deferred_timeout: float = 5.0, cleanup_timeout: float = 10.0):
         self.deferred_timeout = deferred_timeout
+        # each step's cleanups: a stuck one (a worker process that will not exit, a store that
+        # does not answer) must not keep the process from stopping - the supervisor would kill it
+        self.cleanup_timeout = cleanup_timeout
         self.hooks: dict[str, list[Hook]] = {s.name: [] for s in STEPS}
         self.results: dict[str, StepResult] = {s.name: StepResult() for s in STEPS}
         self.phase = "idle"  # idle | starting | accepting | stopping | stopped
@@ -279,7 +282,7 @@ class Lifecycle:
             if not hooks:
                 continue
             order.append(step.name)
-            outcomes = await asyncio.gather(*(_call(h.stop) for h in hooks), return_exceptions=True)  # type: ignore[arg-type]
+            outcomes = await self._clean_up(hooks)
             for hook, outcome in zip(hooks, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
                     failures[f"{step.name}.{hook.component}"] = f"{type(outcome).__name__}: {outcome}"
@@ -302,6 +305,23 @@ class Lifecycle:
         }
         logger.info("shutdown complete in %.1f ms", self.shutdown_report["total_ms"])
         return self.shutdown_report
+
+    async def _clean_up(self, hooks: list[Hook]) -> list[Any]:
+        """Run one step's cleanups together, each bounded by ``cleanup_timeout``: the outcome of
+        each (its result, its exception, or a ``TimeoutError`` for one cancelled as stuck)."""
+        tasks = [asyncio.ensure_future(_call(h.stop)) for h in hooks]  # type: ignore[arg-type]
+        _, stuck = await asyncio.wait(tasks, timeout=self.cleanup_timeout)
+        for task in stuck:
+            task.cancel()
+        outcomes: list[Any] = []
+        for task in tasks:
+            if task in stuck:
+                outcomes.append(TimeoutError(f"not finished within {self.cleanup_timeout:g} s; abandoned"))
+            elif task.cancelled():
+                outcomes.append(asyncio.CancelledError())
+            else:
+                outcomes.append(task.exception() or task.result())
+        return outcomes
 
     def snapshot(self) -> dict[str, Any]:
         """State for health endpoints and logs."""

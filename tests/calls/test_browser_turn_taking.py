@@ -266,6 +266,22 @@ async def test_a_real_interruption_stops_the_agent_and_is_answered(runtime):
         await caller.wait(final("response"), after=at, timeout=15)
 
 
+async def test_a_caller_speaking_well_below_the_agent_on_a_clean_line_stops_it_at_once(runtime):
+    """A browser with echo cancellation returns none of the agent; a caller at an ordinary level
+    (-29 dBFS typical, 15-20 dB under the agent's loudest syllables) talks over it. The echo gate
+    learnt that the line is clean, so the interruption is heard as speech (a barge-in before the
+    transcript), not taken for echo until the recogniser has the words."""
+    caller = await talking_agent()
+    async with caller:
+        at = caller.loop_time()
+        quiet = (speech("wait, stop, I have a different question about my card") * 0.5).astype(np.int16)
+        caller.say(quiet)
+        stopped = await caller.wait(is_barge_in, after=at, timeout=10)
+        words = await caller.wait(lambda m: m["type"] == "transcript", after=at, timeout=20)
+        assert stopped < words  # stopped by the sound of a voice, not by its first recognised word
+        await caller.wait(final("response"), after=at, timeout=15)
+
+
 async def test_a_pause_inside_a_sentence_does_not_end_the_turn(runtime):
     caller = await talking_agent()
     async with caller:

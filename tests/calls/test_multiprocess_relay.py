@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import uuid
 
 import pytest
@@ -24,7 +25,7 @@ def workers(tmp_path_factory):
         CACHE_DB="2",
         STT_POOL_SIZE="1",
         TTS_POOL_SIZE="1",
-        LOG_LEVEL="WARNING",
+        LOG_LEVEL="INFO",  # a slow shutdown says where it waited
     )
     migrate(env)
     ports = [free_port(), free_port()]
@@ -36,8 +37,15 @@ def workers(tmp_path_factory):
     finally:
         for proc in procs:
             proc.terminate()
-        for proc in procs:
-            proc.wait(20)
+        slow = []
+        for i, proc in enumerate(procs):
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+                slow.append(f"worker {i}: {(tmp_path / f'w{i}.log').read_text()[-3000:]}")
+        assert not slow, "a worker did not stop within 60 s of SIGTERM:\n" + "\n".join(slow)
 
 
 async def until(ws, predicate, timeout: float = 20) -> list[dict]:

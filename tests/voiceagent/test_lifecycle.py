@@ -202,3 +202,20 @@ async def test_lifespan_protocol():
     await app({"type": "lifespan"}, inbox.get, send)
     assert outbox == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert ("stop", "core") in events
+
+
+async def test_a_stuck_cleanup_is_abandoned_and_reported_the_others_still_run():
+    cycle = Lifecycle(cleanup_timeout=0.2)
+    stopped = []
+
+    async def hangs():
+        await asyncio.sleep(3600)  # a worker process that never exits
+
+    cycle.register("speech", "stt-pool", stop=hangs)
+    cycle.register("speech", "tts-pool", stop=lambda: stopped.append("tts"))
+    cycle.register("core", "c", stop=lambda: stopped.append("core"))
+    await cycle.startup()
+    report = await asyncio.wait_for(cycle.shutdown(), 2)
+    assert stopped == ["tts", "core"]  # the later steps were still cleaned up
+    assert report["failures"] == {"speech.stt-pool": "TimeoutError: not finished within 0.2 s; abandoned"}
+    assert cycle.phase == "stopped"

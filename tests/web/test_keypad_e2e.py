@@ -34,9 +34,15 @@ def test_a_code_typed_on_the_page_keypad_is_verified(tmp_path):
             page.reload()
             expect(page.locator("#scenario option[value=banking]")).to_have_count(1)
             page.select_option("#scenario", "banking")
-            for said in ("i lost my card", "yes thats me"):
-                page.locator("#text").fill(said)
-                page.keyboard.press("Enter")
+            # as a caller does: the second line answers the auth agent, so it waits for the handoff
+            # (typed at once, on a loaded machine it could reach the concierge still answering)
+            page.locator("#text").fill("i lost my card")
+            page.keyboard.press("Enter")
+            expect(
+                page.locator("#activity li.handoff").filter(has_text="concierge → auth_agent")
+            ).to_have_count(1, timeout=40_000)
+            page.locator("#text").fill("yes thats me")
+            page.keyboard.press("Enter")
             agent = page.locator("#transcript li.agent")
             expect(agent.filter(has_text="type it on your keypad")).to_have_count(1, timeout=40_000)
             expect(page.locator("#session")).to_have_text(SESSION)

@@ -8,6 +8,16 @@ echo canceller's double-talk detector makes (the Geigel rule): near-end audio co
 caller only when it is no more than ``gate_db`` below the loudest far-end (agent) audio of the
 last ``window_s``. Echo is weaker than that; a caller talking over the agent is not.
 
+A fixed ``gate_db`` assumes the worst line. On a clean one (a browser with echo cancellation, a
+headset, a carrier's canceller) there is no echo at all, and a caller speaking at a normal level
+(-25 dBFS) is often more than 10 dB below the agent's loudest syllable: the gate would hide most of
+their words and an interruption would wait for the transcript. So the reference also learns the
+line's *echo return loss*: how far the loudest microphone frame of the last ``window_s`` stays
+below the loudest agent frame while the agent plays and the caller is not in a turn (window maxima,
+so that the agent's quiet syllables and the echo's delay do not count; the median over the last
+ten seconds of such frames, robust to the few the caller speaks in). The gate is then ``max(gate_db, return loss - RETURN_MARGIN_DB)``:
+never weaker than configured, wider only when the line has shown it carries little echo.
+
 :class:`EchoReference` keeps the level of every 20 ms of agent audio on the playback clock
 (loop time at which it plays), computed once per chunk (one C call per 20 ms), and answers "how loud was the
 agent around now" by scanning the few frames in the window.
@@ -17,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Final
 
 from voiceagent.speech.audio.levels import frame_dbfs
 
@@ -24,16 +35,28 @@ __all__ = ["EchoReference"]
 
 _FRAME_S = 0.02
 _FLOOR_DB = -100.0
+# below the agent's loudest frame, what the microphone's level is taken for while nobody talks:
+# digital silence or a canceller's residue reads as this far down, whatever the agent's level
+RETURN_LOSS_CAP_DB: Final = 60.0
+RETURN_MARGIN_DB: Final = 10.0  # the learned gate sits this far above the echo's typical level
+_RETURNS_KEPT: Final = 500  # 10 s of frames heard over the agent
+_RETURNS_MIN: Final = 50  # 1 s of them before the learned loss is used
+_RETURNS_EVERY: Final = 25  # the median is recomputed every 0.5 s of such frames
+_AUDIBLE_DB: Final = -50.0  # an agent quieter than this says nothing about the line
 
 
 class EchoReference:
     """Levels (dBFS per 20 ms) of the agent audio on the playback clock."""
 
-    __slots__ = ("_frames", "window_s")
+    __slots__ = ("_frames", "_heard", "_returns", "_since", "return_loss_db", "window_s")
 
     def __init__(self, window_s: float = 1.0):
         self.window_s = window_s
         self._frames: deque[tuple[float, float]] = deque()  # (play time, level dBFS), in time order
+        self._heard: deque[tuple[float, float]] = deque()  # microphone (time, level): window maxima
+        self._returns: deque[float] = deque(maxlen=_RETURNS_KEPT)  # agent minus microphone, dB
+        self._since = 0  # frames observed since the median was last taken
+        self.return_loss_db: float | None = None  # learned echo return loss; None: not yet known
 
     def add(self, pcm: bytes, sample_rate: int, start: float) -> None:
         """Agent audio (PCM16 mono at ``sample_rate``) that plays from ``start`` (loop time)."""
@@ -65,9 +88,47 @@ class EchoReference:
                 loudest = level
         return loudest
 
-    def is_echo(self, frame_level: float, now: float, gate_db: float) -> bool:
-        """Is a caller frame of ``frame_level`` dBFS heard at ``now`` only the agent's echo?"""
+    def playing(self, now: float) -> bool:
+        """Has agent audio played within the window (so a microphone frame may hold its echo)?"""
+        frames = self._frames
+        return bool(frames) and frames[-1][0] >= now - self.window_s and frames[0][0] <= now
+
+    def observe(self, frame_level: float, now: float) -> float:
+        """A microphone frame of ``frame_level`` dBFS heard at ``now`` while the caller is not in a
+        turn: how far below the agent it stays is the line's echo return loss. Returns the agent's
+        level (:meth:`level`), for :meth:`is_echo` on the same frame."""
+        agent = self.level(now)
+        if math.isnan(frame_level):
+            return agent
+        heard = self._heard  # a monotonic queue: the loudest microphone frame of the window first
+        while heard and heard[-1][1] <= frame_level:
+            heard.pop()
+        heard.append((now, frame_level))
+        while heard[0][0] < now - self.window_s:
+            heard.popleft()
+        if agent < _AUDIBLE_DB:
+            return agent
+        self._returns.append(min(RETURN_LOSS_CAP_DB, agent - heard[0][1]))
+        self._since += 1
+        if self._since >= _RETURNS_EVERY and len(self._returns) >= _RETURNS_MIN:
+            self._since = 0
+            ordered = sorted(self._returns)
+            self.return_loss_db = ordered[len(ordered) // 2]
+        return agent
+
+    def gate_db(self, gate_db: float) -> float:
+        """The gate in force: the configured one, widened on a line that has shown little echo."""
+        learned = self.return_loss_db
+        if gate_db <= 0.0 or learned is None:
+            return gate_db
+        return max(gate_db, learned - RETURN_MARGIN_DB)
+
+    def is_echo(self, frame_level: float, now: float, gate_db: float, agent: float | None = None) -> bool:
+        """Is a caller frame of ``frame_level`` dBFS heard at ``now`` only the agent's echo?
+        ``agent``: :meth:`level` at ``now`` when already known."""
         if gate_db <= 0.0 or not self._frames:
             return False
-        agent = self.level(now)
-        return agent > _FLOOR_DB and frame_level < agent - gate_db and not math.isnan(frame_level)
+        if agent is None:
+            agent = self.level(now)
+        gate = self.gate_db(gate_db)
+        return agent > _FLOOR_DB and frame_level < agent - gate and not math.isnan(frame_level)

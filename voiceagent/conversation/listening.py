@@ -185,11 +185,17 @@ class CascadeListening:
             return
         speech = voiced = self.vad.is_speech(frame)
         level = 0.0
-        if speech:
+        utterance = self._utterance
+        gated = self._turn.echo_gate_db > 0.0
+        if utterance is None and gated and self._echo.playing(now := self.loop_time()):
+            level = _level(frame)  # the line between the caller's turns, under the agent: its echo
+            agent = self._echo.observe(level, now)
+            if speech and self._echo.is_echo(level, now, self._turn.echo_gate_db, agent):
+                speech = False  # the agent's own voice coming back
+        elif speech:
             level = _level(frame)
             if self._echo.is_echo(level, self.loop_time(), self._turn.echo_gate_db):
-                speech = False  # the agent's own voice coming back
-        utterance = self._utterance
+                speech = False
         if utterance is None:
             if not speech:
                 self._preroll.append(frame)

@@ -105,3 +105,32 @@ def test_echo_is_much_weaker_than_the_agents_audio_a_caller_is_not():
     ref.cut(20.2)  # barge-in at 20.2: what was queued after never plays
     assert abs(ref.level(20.6) - -20) < 0.5  # the window still holds 20.1-20.2
     assert ref.level(20.9) == -100.0
+
+
+def test_a_line_without_echo_widens_the_gate_one_with_echo_keeps_it():
+    """The gate learns the line's echo return loss from the microphone under the agent: on a clean
+    line (a browser's echo canceller) a caller 15 dB under the agent's loudest syllable is heard;
+    on a line returning the agent 15 dB down, that level stays echo."""
+    clean, echoing = EchoReference(), EchoReference()
+    for ref in (clean, echoing):
+        ref.add(tone(-12, 3000), 16000, start=0.0)  # the agent plays for 3 s at -12 dBFS
+        assert ref.is_echo(-27.0, 0.5, gate_db=10)  # unknown line: the configured gate
+    for i in range(100):  # 2 s of microphone between the caller's turns
+        now = 0.02 * i
+        clean.observe(-75.0, now)  # a canceller's residue
+        echoing.observe(-27.0, now)  # the agent, 15 dB down
+    assert clean.return_loss_db is not None and clean.return_loss_db > 50
+    assert abs(echoing.return_loss_db - 15.0) < 0.5
+    assert not clean.is_echo(-27.0, 2.5, gate_db=10)  # a caller at a normal level over the agent
+    assert clean.is_echo(-80.0, 2.5, gate_db=10)  # still only the line's own noise
+    assert echoing.is_echo(-27.0, 2.5, gate_db=10)  # never weaker than configured
+    assert not clean.is_echo(-27.0, 2.5, gate_db=0)  # off stays off
+    assert clean.gate_db(0) == 0
+
+
+def test_the_learned_return_loss_holds_through_a_caller_talking_over_the_agent():
+    ref = EchoReference()
+    ref.add(tone(-12, 10000), 16000, start=0.0)
+    for i in range(400):  # 8 s: silence on the line, then 1.5 s of a caller under the gate
+        ref.observe(-75.0 if i < 325 else -25.0, 0.02 * i)
+    assert ref.return_loss_db is not None and ref.return_loss_db > 50
