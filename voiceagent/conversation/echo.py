@@ -15,8 +15,9 @@ their words and an interruption would wait for the transcript. So the reference 
 line's *echo return loss*: how far the loudest microphone frame of the last ``window_s`` stays
 below the loudest agent frame while the agent plays and the caller is not in a turn (window maxima,
 so that the agent's quiet syllables and the echo's delay do not count; the median over the last
-ten seconds of such frames, robust to the few the caller speaks in). The gate is then ``max(gate_db, return loss - RETURN_MARGIN_DB)``:
-never weaker than configured, wider only when the line has shown it carries little echo.
+ten seconds of such frames, robust to the few the caller speaks in). The gate is then
+``max(gate_db, return loss - RETURN_MARGIN_DB)``: never weaker than configured, wider only when
+the line has shown it carries little echo.
 
 :class:`EchoReference` keeps the level of every 20 ms of agent audio on the playback clock
 (loop time at which it plays), computed once per chunk (one C call per 20 ms), and answers "how loud was the
