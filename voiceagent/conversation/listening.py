@@ -77,6 +77,7 @@ class _Utterance:
     hint_pending: bool = False  # a hypothesis for the current pause was asked for
     pauses: int = 0  # pauses so far (an answer for an earlier one is stale)
     text: str = ""  # the latest hypothesis
+    logprob: float | None = None  # the recogniser's confidence in it, when it says (pauses)
     answered_pause: int = -1  # the pause whose hypothesis ``text`` is (it covers all the speech)
     final_text: str | None = None  # that hypothesis, when the turn ended in that pause
 
@@ -217,7 +218,7 @@ class CascadeListening:
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
                 utterance.pauses += 1
-                self._endpoint_ms = endpoint_ms(utterance.text, self._turn)
+                self._endpoint_ms = endpoint_ms(utterance.text, self._turn, utterance.logprob)
             self._silence_ms = 0
             utterance.speech_frames += 1
             power = 10.0 ** (level / 10.0)
@@ -251,18 +252,20 @@ class CascadeListening:
         if hint is None:
             return
         pause = utterance.pauses
-        if hint(lambda text: self._on_pause_hypothesis(utterance, pause, text)):
+        if hint(lambda text, logprob=None: self._on_pause_hypothesis(utterance, pause, text, logprob)):
             utterance.hint_pending = True
             self._endpoint_ms = max(self._endpoint_ms, self._turn.endpointing_max_ms)
 
-    def _on_pause_hypothesis(self, utterance: _Utterance, pause: int, text: str) -> None:
+    def _on_pause_hypothesis(
+        self, utterance: _Utterance, pause: int, text: str, logprob: float | None = None
+    ) -> None:
         """What was said up to the pause: the silence that ends this turn follows from it."""
         if self.closed or utterance is not self._utterance or pause != utterance.pauses:
             return  # the turn already ended, or the caller spoke again since
         utterance.hint_pending = False
-        utterance.text = text
+        utterance.text, utterance.logprob = text, logprob
         utterance.answered_pause = pause
-        self._endpoint_ms = endpoint_ms(utterance.text, self._turn)
+        self._endpoint_ms = endpoint_ms(utterance.text, self._turn, logprob)
         if self._silence_ms and self._silence_ms >= self._endpoint_ms:
             self._end_utterance(utterance)  # the pause was already long enough for these words
 
@@ -349,9 +352,9 @@ class CascadeListening:
             self.channel.put_nowait(Transcript(self.session_id, text=text, final=False))
         if utterance is self._utterance and text:
             if utterance.answered_pause != utterance.pauses:  # older than this pause's own answer
-                utterance.text = text
+                utterance.text, utterance.logprob = text, None
             if not utterance.hint_pending:  # a pause's own answer is on its way: it decides
-                self._endpoint_ms = endpoint_ms(utterance.text, self._turn)
+                self._endpoint_ms = endpoint_ms(utterance.text, self._turn, utterance.logprob)
             if (
                 utterance.over_agent_ms
                 and self._held is None

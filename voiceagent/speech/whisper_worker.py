@@ -156,6 +156,11 @@ class Recognizer:
         return (self._prev, *tokens, *self._start)
 
     def transcribe(self, pcm16: np.ndarray, prompt: str = "") -> str:
+        return self.transcribe_scored(pcm16, prompt)[0]
+
+    def transcribe_scored(self, pcm16: np.ndarray, prompt: str = "") -> tuple[str, float]:
+        """The text and Whisper's mean log-probability per token of the hypothesis chosen (how sure
+        it is of those words: about -0.1 for a clear sentence, below -0.6 for a guess)."""
         seconds = len(pcm16) / SAMPLE_RATE
         frames = window_for(seconds)
         features = log_mel(pcm16, frames, self.n_mels)
@@ -172,14 +177,14 @@ class Recognizer:
         )[0]
         # Whisper's own silence rule: the model says "no speech" and is unsure of its words
         if result.no_speech_prob > NO_SPEECH and result.scores[0] < LOW_LOGPROB:
-            return ""
+            return "", result.scores[0]
         texts = [self.tokenizer.decode(seq).strip() for seq in result.sequences_ids]
         vocabulary = domain_vocabulary(prompt)
         best = max(
             range(len(texts)),
             key=lambda i: result.scores[i] + DOMAIN_WEIGHT * domain_score(texts[i], vocabulary),
         )
-        return collapse_repeats(texts[best])
+        return collapse_repeats(texts[best]), result.scores[best]
 
 
 def _serve(recognizer: Recognizer, workers: int) -> None:
@@ -197,8 +202,9 @@ def _serve(recognizer: Recognizer, workers: int) -> None:
             prompt = payload[4 : 4 + size].decode("utf-8", "replace")
             pcm = np.frombuffer(payload[4 + size :], dtype="<i2")
             began = time.perf_counter()
-            text = recognizer.transcribe(pcm, prompt)
-            send(f"R {request} {time.perf_counter() - began:.4f} {len(pcm) / SAMPLE_RATE:.4f} {text}")
+            text, logprob = recognizer.transcribe_scored(pcm, prompt)
+            took = time.perf_counter() - began
+            send(f"R {request} {took:.4f} {len(pcm) / SAMPLE_RATE:.4f} {logprob:.3f} {text}")
         except Exception as exc:  # one bad utterance never takes the recogniser down
             send(f"E {request} {type(exc).__name__}: {exc}")
 

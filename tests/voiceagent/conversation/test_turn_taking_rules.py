@@ -134,3 +134,19 @@ def test_the_learned_return_loss_holds_through_a_caller_talking_over_the_agent()
     for i in range(400):  # 8 s: silence on the line, then 1.5 s of a caller under the gate
         ref.observe(-75.0 if i < 325 else -25.0, 0.02 * i)
     assert ref.return_loss_db is not None and ref.return_loss_db > 50
+
+
+@pytest.mark.parametrize(
+    ("text", "logprob", "wait"),
+    [
+        ("My opinion.", -0.9, 1600),  # "my pin is" on a phone line: a guess, the turn may go on
+        ("Big.", -0.81, 1600),  # "six"
+        ("My opinion.", -0.55, 1050),  # half sure: half way
+        ("I lost my card.", -0.08, 500),  # sure of complete words: the minimum
+        ("I lost my card.", None, 500),  # a recogniser that does not say: the words decide
+        ("My card number is", -0.1, 1600),  # sure, but unfinished
+        ("", -2.0, 500),  # nothing said
+    ],
+)
+def test_words_the_recogniser_is_unsure_of_do_not_end_the_turn_early(text, logprob, wait):
+    assert endpoint_ms(text, SETTINGS, logprob) == wait

@@ -78,6 +78,32 @@ async def test_the_default_offline_recogniser_is_whisper_and_hears_callers(stt):
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_pause_hypothesis_says_how_sure_whisper_is_of_its_words(stt):
+    """At a pause the engine gets the words so far and Whisper's confidence: sure of a clear
+    sentence, unsure of "my pin is" heard through a phone line (8 kHz), which it mishears."""
+
+    async def at_pause(pcm: bytes) -> tuple[str, float | None]:
+        stream = await stt.open("en-US", lambda text: None)
+        for i in range(0, len(pcm), 640):
+            await stream.push(pcm[i : i + 640])
+        answer: asyncio.Future = asyncio.get_running_loop().create_future()
+        assert stream.hint_pause(lambda text, logprob: answer.set_result((text, logprob)))
+        try:
+            return await asyncio.wait_for(answer, 30)
+        finally:
+            await stream.cancel()
+
+    def phone(pcm: bytes) -> bytes:
+        narrow = soxr.resample(np.frombuffer(pcm, "<i2"), 16000, 8000)
+        return soxr.resample(narrow, 8000, 16000).astype("<i2").tobytes()
+
+    clear, clear_logprob = await at_pause(espeak_16k("i lost my card", "en-us+f3", 150))
+    misheard, misheard_logprob = await at_pause(phone(espeak_16k("my pin is", "en-us+m3", 175)))
+    assert "lost my card" in clear.lower() and clear_logprob > -0.45, (clear, clear_logprob)
+    assert misheard_logprob < -0.6, (misheard, misheard_logprob)
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_silence_and_noise_are_not_words(stt):
     rng = np.random.default_rng(7)
     noise = (rng.normal(0, 300, 16000 * 2)).astype("<i2").tobytes()
