@@ -20,8 +20,8 @@ ten seconds of such frames, robust to the few the caller speaks in). The gate is
 the line has shown it carries little echo.
 
 :class:`EchoReference` keeps the level of every 20 ms of agent audio on the playback clock
-(loop time at which it plays), computed once per chunk (one C call per 20 ms), and answers "how loud was the
-agent around now" by scanning the few frames in the window.
+(loop time at which it plays), computed once per chunk (one C call per 20 ms), and answers "how
+loud was the agent around now" from a monotonic queue of the window's maxima (O(1) a frame).
 """
 
 from __future__ import annotations
@@ -47,52 +47,54 @@ _AUDIBLE_DB: Final = -50.0  # an agent quieter than this says nothing about the 
 
 
 class EchoReference:
-    """Levels (dBFS per 20 ms) of the agent audio on the playback clock."""
+    """Levels (dBFS per 20 ms) of the agent audio on the playback clock. Queried with a time that
+    never goes back (the loop clock): frames move from ``_queued`` to ``_played`` as their time
+    comes, and ``_played`` keeps only the frames that can still be the window's loudest (a
+    monotonic queue), so a query costs O(1) however long the agent talks."""
 
-    __slots__ = ("_frames", "_heard", "_returns", "_since", "return_loss_db", "window_s")
+    __slots__ = ("_heard", "_played", "_queued", "_returns", "_since", "return_loss_db", "window_s")
 
     def __init__(self, window_s: float = 1.0):
         self.window_s = window_s
-        self._frames: deque[tuple[float, float]] = deque()  # (play time, level dBFS), in time order
+        self._queued: deque[tuple[float, float]] = deque()  # (play time, level dBFS), not yet played
+        self._played: deque[tuple[float, float]] = deque()  # played: window maxima, loudest first
         self._heard: deque[tuple[float, float]] = deque()  # microphone (time, level): window maxima
         self._returns: deque[float] = deque(maxlen=_RETURNS_KEPT)  # agent minus microphone, dB
         self._since = 0  # frames observed since the median was last taken
         self.return_loss_db: float | None = None  # learned echo return loss; None: not yet known
 
     def add(self, pcm: bytes, sample_rate: int, start: float) -> None:
-        """Agent audio (PCM16 mono at ``sample_rate``) that plays from ``start`` (loop time)."""
+        """Agent audio (PCM16 mono at ``sample_rate``) that plays from ``start`` (loop time, not
+        before what is already queued)."""
         step = max(1, int(sample_rate * _FRAME_S)) * 2  # bytes per 20 ms
         view = memoryview(pcm)
-        append = self._frames.append
+        append = self._queued.append
         for index in range(len(pcm) // step):  # one C call per 20 ms (audioop.rms)
             level = frame_dbfs(view[index * step : (index + 1) * step])
             append((start + index * _FRAME_S, level if level > _FLOOR_DB else _FLOOR_DB))
 
     def cut(self, now: float) -> None:
         """The agent stopped at ``now`` (barge-in): what it had queued after that never plays."""
-        frames = self._frames
-        while frames and frames[-1][0] > now:
-            frames.pop()
+        queued = self._queued
+        while queued and queued[-1][0] > now:
+            queued.pop()
 
     def level(self, now: float) -> float:
-        """The loudest agent frame that played in ``[now - window_s, now]``; -100 when none did.
-        Frames older than the window are forgotten."""
-        frames = self._frames
-        oldest = now - self.window_s
-        while frames and frames[0][0] < oldest - _FRAME_S:
-            frames.popleft()
-        loudest = _FLOOR_DB
-        for at, level in frames:
-            if at > now:
-                break
-            if level > loudest:
-                loudest = level
-        return loudest
+        """The loudest agent frame that played in ``[now - window_s, now]``; -100 when none did."""
+        queued, played = self._queued, self._played
+        while queued and queued[0][0] <= now:
+            frame = queued.popleft()
+            while played and played[-1][1] <= frame[1]:
+                played.pop()
+            played.append(frame)
+        oldest = now - self.window_s - _FRAME_S
+        while played and played[0][0] < oldest:
+            played.popleft()
+        return played[0][1] if played else _FLOOR_DB
 
     def playing(self, now: float) -> bool:
         """Has agent audio played within the window (so a microphone frame may hold its echo)?"""
-        frames = self._frames
-        return bool(frames) and frames[-1][0] >= now - self.window_s and frames[0][0] <= now
+        return self.level(now) > _FLOOR_DB
 
     def observe(self, frame_level: float, now: float) -> float:
         """A microphone frame of ``frame_level`` dBFS heard at ``now`` while the caller is not in a
@@ -127,7 +129,7 @@ class EchoReference:
     def is_echo(self, frame_level: float, now: float, gate_db: float, agent: float | None = None) -> bool:
         """Is a caller frame of ``frame_level`` dBFS heard at ``now`` only the agent's echo?
         ``agent``: :meth:`level` at ``now`` when already known."""
-        if gate_db <= 0.0 or not self._frames:
+        if gate_db <= 0.0 or not (self._played or self._queued):
             return False
         if agent is None:
             agent = self.level(now)
