@@ -40,6 +40,7 @@ from voiceagent.conversation.turn_taking import (
     TurnTaking,
     endpoint_ms,
     is_backchannel,
+    is_guess,
     is_hallucination,
 )
 
@@ -293,6 +294,7 @@ class CascadeListening:
                 await stream.cancel()
             else:
                 text = (await stream.finish()).strip()
+                utterance.logprob = getattr(stream, "logprob", None)
             stream = None
         except asyncio.CancelledError:
             if stream is not None:
@@ -320,7 +322,12 @@ class CascadeListening:
         only noise or a backchannel - the agent goes on (resumed where it was held)."""
         background = bool(utterance.over_agent_ms) and not self._foreground(utterance)
         voiced_ms = utterance.voiced_frames * self.config.frame_ms
-        noise = background or is_backchannel(text) or is_hallucination(text, voiced_ms)
+        noise = (
+            background
+            or is_backchannel(text)
+            or is_hallucination(text, voiced_ms)
+            or is_guess(utterance.logprob)
+        )
         if utterance.held and self._held is not None:
             if not text or noise:
                 self._resume_answer(text)

@@ -148,6 +148,18 @@ def is_hallucination(text: str, voiced_ms: int) -> bool:
     return len(words) > max(1.0, MAX_WORDS_PER_VOICED_S * voiced_ms / 1000.0)
 
 
+# Whisper's own "these words are a guess" level: what it writes for a cough, a keyboard or voices in
+# the room ("Thank you.", "That's it.", "One more time.") scores -0.8..-2.5; a caller's words over
+# the agent -0.1..-0.55, 8 kHz included (bench_turn_taking's corpus)
+GUESS_LOGPROB = -1.0
+
+
+def is_guess(logprob: float | None) -> bool:
+    """Is a transcript of this confidence (mean token log-probability; None: not known) a guess
+    at noise? Used, like :func:`is_hallucination`, only for sound over the agent: it goes on."""
+    return logprob is not None and logprob < GUESS_LOGPROB
+
+
 # --- end of turn --------------------------------------------------------------------------------
 # Whisper's mean token log-probability: clear sentences score -0.1..-0.4 (8 kHz included), a
 # fragment cut at a pause or a misheard one -0.5..-1.2 ("My opinion." for "my pin is", "Big." for

@@ -156,6 +156,7 @@ class WhisperStream:
         self.dropped_bytes = 0
         self.decoded_seconds = 0.0  # audio the recogniser decoded (set when the utterance ends)
         self.decode_seconds = 0.0  # how long the decode took, queueing in the recogniser included
+        self.logprob: float | None = None  # Whisper's confidence in the final text (mean per token)
 
     async def push(self, pcm16: bytes) -> None:
         """Keep 16 kHz PCM16 audio for the end of the utterance; never blocks."""
@@ -226,7 +227,7 @@ class WhisperStream:
                 )
             if len(self._audio) < BYTES_PER_S // 10:
                 return ""  # under 100 ms: nothing a person said
-            text, took, audio, _ = await self._provider.decode(bytes(self._audio))
+            text, took, audio, self.logprob = await self._provider.decode(bytes(self._audio))
             self.decode_seconds, self.decoded_seconds = took, audio
             return text
         finally:

@@ -150,3 +150,12 @@ def test_the_learned_return_loss_holds_through_a_caller_talking_over_the_agent()
 )
 def test_words_the_recogniser_is_unsure_of_do_not_end_the_turn_early(text, logprob, wait):
     assert endpoint_ms(text, SETTINGS, logprob) == wait
+
+
+def test_words_whisper_only_guessed_at_are_noise_over_the_agent():
+    from voiceagent.conversation.turn_taking import is_guess
+
+    assert is_guess(-1.45)  # "Thank you." for a cough
+    assert is_guess(-2.2)  # "Okay." for a keyboard
+    assert not is_guess(-0.52)  # "No that's wrong. My card was stolen." on a phone line
+    assert not is_guess(None)  # a recogniser that does not say
