@@ -54,6 +54,10 @@ def server_command(kind: str, port: int, workers: int = 1, access_log: bool = Fa
             str(port),
             "--lifespan",
             "on",
+            # as the README's production command: a connection handler that does not finish after
+            # the close uvicorn sends at shutdown is cancelled after 10 s instead of holding the exit
+            "--timeout-graceful-shutdown",
+            "10",
         ]
         cmd += [] if access_log else ["--no-access-log"]
         return cmd + (["--workers", str(workers)] if workers > 1 else [])
