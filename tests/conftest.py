@@ -80,7 +80,7 @@ async def hung_redis():
 def hung_channel_layer(hung_redis, settings):
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "voiceagent.transport.channel_layer.RedisChannelLayer",
             "CONFIG": {"hosts": [f"redis://127.0.0.1:{hung_redis}/0"]},
         }
     }

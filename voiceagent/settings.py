@@ -154,7 +154,7 @@ if CONFIG.CACHE_HOST:
     }
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "voiceagent.transport.channel_layer.RedisChannelLayer",
             "CONFIG": {"hosts": [_layer_host], "prefix": "voiceagent", "capacity": 1000, "expiry": 30},
         }
     }

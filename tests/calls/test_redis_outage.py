@@ -18,12 +18,12 @@ import pytest
 from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from channels_redis.core import RedisChannelLayer
 from private_redis import RestartableRedis
 
 from agents_app import sessions
 from voiceagent.routing import websocket_urlpatterns
 from voiceagent.transport import relay
+from voiceagent.transport.channel_layer import RedisChannelLayer
 from voiceagent.transport.relay import AudioRelayFlag, mark_audio_wanted, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,7 +42,10 @@ def private_redis(redis_server, settings):
     url = f"redis://127.0.0.1:{redis_server.port}/0"
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
+        "default": {
+            "BACKEND": "voiceagent.transport.channel_layer.RedisChannelLayer",
+            "CONFIG": {"hosts": [url]},
+        }
     }
     settings.REDIS_URL = url
     relay.flag_outage.ok()

@@ -45,7 +45,7 @@ def _wait(predicate, timeout: float = 10.0) -> None:
 def workers():
     if not _redis_up():
         pytest.skip("Redis is not running on 127.0.0.1:6379")
-    from channels_redis.core import RedisChannelLayer
+    from voiceagent.transport.channel_layer import RedisChannelLayer
 
     prefix = f"test-mcp-{uuid.uuid4().hex[:8]}"
 

@@ -39,9 +39,12 @@ def migrate(env: dict[str, str]) -> None:
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
 
 
-def server_command(kind: str, port: int, workers: int = 1, access_log: bool = False) -> list[str]:
+def server_command(
+    kind: str, port: int, workers: int = 1, access_log: bool = False, graceful_s: int | None = 10
+) -> list[str]:
     """The command line of ``kind``; uvicorn's access log is off unless ``access_log`` (daphne's is
-    always on, as ``scripts/run`` runs it)."""
+    always on, as ``scripts/run`` runs it). ``graceful_s=None`` drops uvicorn's shutdown bound, for
+    tests that a shutdown ends by itself."""
     if kind == "uvicorn":
         cmd = [
             PYTHON,
@@ -54,11 +57,10 @@ def server_command(kind: str, port: int, workers: int = 1, access_log: bool = Fa
             str(port),
             "--lifespan",
             "on",
-            # as the README's production command: a connection handler that does not finish after
-            # the close uvicorn sends at shutdown is cancelled after 10 s instead of holding the exit
-            "--timeout-graceful-shutdown",
-            "10",
         ]
+        # as the README's production command: a connection handler that does not finish after the
+        # close uvicorn sends at shutdown is cancelled after 10 s instead of holding the exit
+        cmd += [] if graceful_s is None else ["--timeout-graceful-shutdown", str(graceful_s)]
         cmd += [] if access_log else ["--no-access-log"]
         return cmd + (["--workers", str(workers)] if workers > 1 else [])
     if kind == "daphne":
@@ -67,11 +69,17 @@ def server_command(kind: str, port: int, workers: int = 1, access_log: bool = Fa
 
 
 def start(
-    kind: str, port: int, env: dict[str, str], log_path: Path, workers: int = 1, access_log: bool = False
+    kind: str,
+    port: int,
+    env: dict[str, str],
+    log_path: Path,
+    workers: int = 1,
+    access_log: bool = False,
+    graceful_s: int | None = 10,
 ) -> subprocess.Popen:
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process by the caller's kill()
     return subprocess.Popen(
-        server_command(kind, port, workers, access_log),
+        server_command(kind, port, workers, access_log, graceful_s),
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -1,0 +1,73 @@
+"""The channel layer's receive ends when cancelled, even when a cancellation is lost inside it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+
+import pytest
+
+from voiceagent.transport.channel_layer import RedisChannelLayer, end_cancelled
+
+
+async def swallows_first_cancellation(ended: list[str]) -> None:
+    """As channels-redis' receive when a cancellation is lost in its blocking read: it goes on."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(30)
+    try:
+        await asyncio.sleep(30)
+    finally:
+        ended.append("second cancellation delivered")
+
+
+async def swallows_while(stubborn: list[bool]) -> None:
+    while True:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            if not stubborn[0]:
+                raise
+
+
+async def test_a_task_that_loses_a_cancellation_is_cancelled_again_until_it_ends(caplog):
+    ended: list[str] = []
+    task = asyncio.ensure_future(swallows_first_cancellation(ended))
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.INFO, "voiceagent.transport.channel_layer"):
+        assert await end_cancelled(task, every_s=0.05, for_s=2) is True
+    assert task.cancelled() and ended == ["second cancellation delivered"]
+    assert any("after 2 cancellations" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_task_that_never_ends_is_left_after_the_bound_with_a_warning(caplog):
+    stubborn = [True]
+    task = asyncio.ensure_future(swallows_while(stubborn))
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, "voiceagent.transport.channel_layer"):
+        assert await end_cancelled(task, every_s=0.05, for_s=0.3) is False
+    assert not task.done()
+    assert any("did not end within 0.3 s" in r.getMessage() for r in caplog.records)
+    stubborn[0] = False
+    task.cancel()
+    await asyncio.wait({task}, timeout=1)
+    assert task.cancelled()
+
+
+@pytest.mark.redis
+async def test_a_cancelled_receive_ends_and_the_channel_still_gets_later_messages():
+    layer = RedisChannelLayer(hosts=["redis://127.0.0.1:6379/0"], prefix=f"cl-{uuid.uuid4().hex[:8]}")
+    channels = [await layer.new_channel() for _ in range(4)]
+    receivers = [asyncio.ensure_future(layer.receive(c)) for c in channels]
+    await asyncio.sleep(0.2)  # one of them holds the process channel's BZPOPMIN
+    for receiver in receivers[:3]:
+        receiver.cancel()
+    done, pending = await asyncio.wait(receivers[:3], timeout=2)
+    assert not pending and all(r.cancelled() for r in done)
+    await layer.send(channels[3], {"type": "still.here"})
+    assert (await asyncio.wait_for(receivers[3], 10))["type"] == "still.here"
+    await layer.send(channels[0], {"type": "after.cancel"})
+    assert (await asyncio.wait_for(layer.receive(channels[0]), 10))["type"] == "after.cancel"
+    await layer.flush()
+    await layer.close_pools()
