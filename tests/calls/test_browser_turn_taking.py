@@ -84,6 +84,27 @@ def speech(text: str) -> np.ndarray:
     return np.frombuffer(pcm16(text, CALLER), dtype="<i2")
 
 
+ROOM = [Voice("en-us", 150), Voice("en-gb+f3", 170), Voice("en+m3", 140), Voice("en-us+f2", 190)]
+ROOM_LINES = ["what is the balance on my account", "can you freeze my card please", "my card was stolen"]
+
+
+def voices_in_the_room(seed: int = 3, seconds: float = 2.5, dbfs: float = -24.0) -> np.ndarray:
+    """Five people talking at once behind the caller, mixed at ``dbfs`` RMS. Whisper writes words
+    for it that it only guesses at (seed 3: "What have you done? Please, please.", about -1.3 a
+    token, where a caller's own words score -0.1..-0.55)."""
+    rng = np.random.default_rng(seed)
+    n = int(16000 * seconds)
+    mix = np.zeros(n, np.float32)
+    for i in range(5):
+        line = ROOM_LINES[int(rng.integers(len(ROOM_LINES)))]
+        clip = np.frombuffer(pcm16(line, ROOM[i % len(ROOM)]), "<i2").astype(np.float32)
+        at = int(rng.integers(0, n // 3))
+        part = clip[: n - at]
+        mix[at : at + len(part)] += part
+    gain = 10 ** (dbfs / 20) * 32768 / np.sqrt(np.mean(mix**2))
+    return np.clip(mix * gain, -32768, 32767).astype(np.int16)
+
+
 class Caller:
     """A browser: a real-time microphone (what the caller says, plus optionally the echo of what it
     hears) and a speaker playing the agent's audio at real time, flushed on a barge-in."""
@@ -242,6 +263,22 @@ def runtime_history(api_client, caller: Caller) -> list[str]:
             break
         time.sleep(0.1)
     return turns
+
+
+async def test_words_whisper_only_guesses_at_over_the_agent_do_not_take_the_turn(runtime):
+    """Babble over the agent comes back from Whisper as words ("What have you done? Please,
+    please.") that are neither a backchannel nor too many for the sound, but scored far under a
+    caller's own words: noise, so the agent goes on and nobody is answered."""
+    caller = await talking_agent()
+    async with caller:
+        at = caller.loop_time()
+        caller.say(voices_in_the_room())
+        heard = await caller.wait(
+            lambda m: final("transcript")(m) and m["payload"]["text"], after=at, timeout=20
+        )
+        await asyncio.sleep(2.0)
+        assert answers(caller, at) == []  # the words were shown, never answered
+        assert any(m["type"] == "audio" for m in caller.since(heard + 1.0)) or caller.playing_s() > 0
 
 
 async def test_the_agents_own_echo_does_not_interrupt_it(runtime):
