@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import uuid
 
 import pytest
 import websockets
-from servers import base_env, free_port, migrate, start, wait_http
+from servers import base_env, free_port, migrate, start, stop_all, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -29,22 +28,14 @@ def workers(tmp_path_factory):
     )
     migrate(env)
     ports = [free_port(), free_port()]
-    procs = [start("uvicorn", port, env, tmp_path / f"w{i}.log") for i, port in enumerate(ports)]
+    logs = [tmp_path / f"w{i}.log" for i in range(len(ports))]
+    procs = [start("uvicorn", port, env, log) for port, log in zip(ports, logs, strict=True)]
     try:
         for port in ports:
             wait_http(f"http://127.0.0.1:{port}/api/v1/ready", 30, 200)
         yield tuple(f"ws://127.0.0.1:{p}/api/v1" for p in ports)
     finally:
-        for proc in procs:
-            proc.terminate()
-        slow = []
-        for i, proc in enumerate(procs):
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-                slow.append(f"worker {i}: {(tmp_path / f'w{i}.log').read_text()[-3000:]}")
+        slow = stop_all(procs, logs, within_s=60)
         assert not slow, "a worker did not stop within 60 s of SIGTERM:\n" + "\n".join(slow)
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import uuid
 
 import pytest
 import websockets
-from servers import base_env, free_port, migrate, start, wait_http
+from servers import base_env, free_port, migrate, start, stop_all, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -57,13 +56,5 @@ def test_workers_stop_promptly_after_dashboards_relayed_between_them(tmp_path):
 
             asyncio.run(pairs())
         finally:
-            for proc in procs:
-                proc.terminate()
-            for proc, log in zip(procs, logs, strict=True):
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
-                    slow.append(f"round {round_}: {log.read_text()[-1500:]}")
+            slow += [f"round {round_}, {line}" for line in stop_all(procs, logs, within_s=10, tail=1500)]
     assert not slow, "a worker did not stop within 10 s of SIGTERM:\n" + "\n".join(slow)

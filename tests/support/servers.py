@@ -87,6 +87,22 @@ def start(
     )
 
 
+def stop_all(procs: list[subprocess.Popen], logs: list[Path], within_s: float, tail: int = 3000) -> list[str]:
+    """SIGTERM every process, wait ``within_s`` for each; kill those still running and return one
+    line per such process with the tail of its log (empty when all stopped in time)."""
+    for proc in procs:
+        proc.terminate()
+    slow = []
+    for i, (proc, log) in enumerate(zip(procs, logs, strict=True)):
+        try:
+            proc.wait(within_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            slow.append(f"process {i} ({log.name}): {log.read_text()[-tail:]}")
+    return slow
+
+
 def wait_http(url: str, timeout: float = 15.0, status: int | None = None) -> tuple[float, httpx.Response]:
     """Poll ``url`` until it answers (with ``status`` if given); return (seconds waited, response)."""
     began = time.monotonic()
