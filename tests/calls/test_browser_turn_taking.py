@@ -18,6 +18,7 @@ import time
 import numpy as np
 import pytest
 import pytest_asyncio
+import soxr
 from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -28,6 +29,7 @@ from voiceagent.conversation.testing import ScriptedChat
 from voiceagent.routing import websocket_urlpatterns
 from voiceagent.runtime import Runtime
 from voiceagent.speech import pools
+from voiceagent.speech.audio import ulaw_decode, ulaw_encode
 from voiceagent.speech.factory import build_speech_providers
 
 pytestmark = [
@@ -82,6 +84,18 @@ def cough(ms: int = 150, seed: int = 1) -> np.ndarray:
 
 def speech(text: str) -> np.ndarray:
     return np.frombuffer(pcm16(text, CALLER), dtype="<i2")
+
+
+def phone_line(samples: np.ndarray) -> np.ndarray:
+    """``samples`` as a caller on a phone line sounds once bridged to 16 kHz: 300-3400 Hz, 8 kHz
+    G.711 mu-law, back to 16 kHz."""
+    spectrum = np.fft.rfft(samples.astype(np.float32))
+    hz = np.fft.rfftfreq(len(samples), 1 / 16000)
+    spectrum[(hz < 300) | (hz > 3400)] = 0
+    narrow = soxr.resample(np.fft.irfft(spectrum, len(samples)).astype(np.float32), 16000, 8000)
+    wire = ulaw_encode(np.clip(narrow, -32768, 32767).astype("<i2").tobytes())
+    back = np.frombuffer(ulaw_decode(wire), "<i2").astype(np.float32)
+    return np.clip(soxr.resample(back, 8000, 16000), -32768, 32767).astype(np.int16)
 
 
 ROOM = [Voice("en-us", 150), Voice("en-gb+f3", 170), Voice("en+m3", 140), Voice("en-us+f2", 190)]
@@ -336,3 +350,30 @@ async def test_a_pause_inside_a_sentence_does_not_end_the_turn(runtime):
         finals = [m["payload"]["text"] for m in caller.since(at) if final("transcript")(m)]
         assert len(finals) == 1, finals
         assert "card" in finals[0].lower()
+
+
+async def test_a_phrase_the_phone_line_turned_into_a_short_sentence_does_not_end_the_turn(runtime):
+    """On a phone line Whisper writes "my code is" (en-gb-scotland, 175 wpm) as "My golden." at about
+    -0.4 a token: complete words, fairly sure, so the confidence rule alone ends the turn after
+    ~0.7 s of silence and the agent answers "My golden.". A possessive's short phrase waits the
+    maximum: the caller reading the code after a 1.2 s pause is still in the same turn."""
+    caller = await talking_agent()
+    async with caller:
+        caller.say(speech("hold on, wait a second"))
+        await caller.wait(is_barge_in, timeout=15)
+        await caller.wait(final("response"), after=caller.loop_time(), timeout=15)
+        while caller.playing_s() > 0:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
+        at = caller.loop_time()
+        voice = Voice("en-gb-scotland", 175)
+        lead = np.frombuffer(pcm16("my code is", voice), "<i2")
+        digits = np.frombuffer(pcm16("four two seven one", voice), "<i2")
+        caller.say(phone_line(np.concatenate([lead, np.zeros(16 * 1200, np.int16), digits])))
+
+        def read_the_code(m: dict) -> bool:
+            return final("transcript")(m) and any(w in m["payload"]["text"].lower() for w in ("seven", "7"))
+
+        await caller.wait(read_the_code, after=at, timeout=20)
+        finals = [m["payload"]["text"] for m in caller.since(at) if final("transcript")(m)]
+        assert len(finals) == 1, finals  # not "My golden." answered, then the code as a new turn

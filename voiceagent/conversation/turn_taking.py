@@ -178,6 +178,14 @@ _UNFINISHED_ENDINGS: frozenset[str] = frozenset(
         "hmm", "well", "than",
     }
 )  # fmt: skip
+# A phrase of a few words that opens with a possessive and stops there ("My card.", "My opinion.")
+# is the subject of a sentence still being said ("my card number is ...", "my pin is ...", "my date
+# of birth is ...") more often than a whole turn: callers pause there to look the rest up, and on a
+# phone line the recogniser drops the trailing "is" and writes the fragment as a confident sentence
+# ("my pin is" -> "My opinion." at -0.25 a token). It waits the maximum; a caller whose whole answer
+# it was ("My savings.") waits that long for the reply, the price of not talking over the others.
+_POSSESSIVES: frozenset[str] = frozenset({"my", "our", "your", "his", "her", "their"})
+SUBJECT_PHRASE_MAX_WORDS = 3
 _NUMBER_WORDS: frozenset[str] = frozenset(
     {
         "zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -190,8 +198,9 @@ _NUMBER_WORDS: frozenset[str] = frozenset(
 
 def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -> int:
     """The silence (ms) that ends the caller's turn after saying ``text`` (the latest transcript):
-    the maximum when it stops on an unfinished clause ("my card number is"), a hesitation, or
-    inside a number being read ("4 2 7"), else the minimum. ``logprob``: the recogniser's mean
+    the maximum when it stops on an unfinished clause ("my card number is"), a hesitation, inside
+    a number being read ("4 2 7"), or is only a possessive's short phrase ("My card."), else the
+    minimum. ``logprob``: the recogniser's mean
     log-probability per token of ``text``, when it says. The less sure it is, the less its words
     can tell that the turn is complete ("my pin is" comes back as "My opinion." on a phone line):
     from :data:`SURE_LOGPROB` to :data:`UNSURE_LOGPROB` the silence grows to the maximum."""
@@ -203,6 +212,8 @@ def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -
     if last in _UNFINISHED_ENDINGS or last.isdigit() or last in _NUMBER_WORDS:
         return high
     if text.rstrip().endswith((",", "-", "...", "…")):
+        return high
+    if len(words) <= SUBJECT_PHRASE_MAX_WORDS and words[0] in _POSSESSIVES:
         return high
     if logprob is None or logprob >= SURE_LOGPROB or high <= low:
         return low

@@ -139,9 +139,9 @@ def test_the_learned_return_loss_holds_through_a_caller_talking_over_the_agent()
 @pytest.mark.parametrize(
     ("text", "logprob", "wait"),
     [
-        ("My opinion.", -0.9, 1600),  # "my pin is" on a phone line: a guess, the turn may go on
+        ("I went for none.", -0.9, 1600),  # "i was born on" on a phone line: a guess, it may go on
         ("Big.", -0.81, 1600),  # "six"
-        ("My opinion.", -0.55, 1050),  # half sure: half way
+        ("Big.", -0.55, 1050),  # half sure: half way
         ("I lost my card.", -0.08, 500),  # sure of complete words: the minimum
         ("I lost my card.", None, 500),  # a recogniser that does not say: the words decide
         ("My card number is", -0.1, 1600),  # sure, but unfinished
@@ -150,6 +150,20 @@ def test_the_learned_return_loss_holds_through_a_caller_talking_over_the_agent()
 )
 def test_words_the_recogniser_is_unsure_of_do_not_end_the_turn_early(text, logprob, wait):
     assert endpoint_ms(text, SETTINGS, logprob) == wait
+
+
+@pytest.mark.parametrize(
+    ("text", "wait"),
+    [
+        ("My opinion.", 1600),  # "my pin is" on a phone line, written as a sentence at -0.25 a token
+        ("My card.", 1600),  # "my card number is"
+        ("our account number", 1600),
+        ("My card was stolen.", 500),  # a sentence that opens with a possessive
+        ("Savings.", 500),  # a short answer without one
+    ],
+)
+def test_a_possessive_short_phrase_waits_for_the_rest_of_the_sentence(text, wait):
+    assert endpoint_ms(text, SETTINGS, -0.1) == wait
 
 
 def test_words_whisper_only_guessed_at_are_noise_over_the_agent():
