@@ -200,10 +200,10 @@ def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -
     """The silence (ms) that ends the caller's turn after saying ``text`` (the latest transcript):
     the maximum when it stops on an unfinished clause ("my card number is"), a hesitation, inside
     a number being read ("4 2 7"), or is only a possessive's short phrase ("My card."), else the
-    minimum. ``logprob``: the recogniser's mean
-    log-probability per token of ``text``, when it says. The less sure it is, the less its words
-    can tell that the turn is complete ("my pin is" comes back as "My opinion." on a phone line):
-    from :data:`SURE_LOGPROB` to :data:`UNSURE_LOGPROB` the silence grows to the maximum."""
+    minimum. ``logprob``: the recogniser's mean log-probability per token of ``text``, when it
+    says. The less sure it is, the less its words can tell that the turn is complete ("six" comes
+    back as "Big." on a phone line): from :data:`SURE_LOGPROB` to :data:`UNSURE_LOGPROB` the
+    silence grows to the maximum."""
     words = _WORDS.findall(text.lower())
     low, high = settings.endpointing_min_ms, settings.endpointing_max_ms
     if not words:
