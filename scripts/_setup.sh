@@ -47,5 +47,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   fi
   rm -f "$log"
   echo "$want" > "$stamp"
+  # the runtime set is part of the dev set: scripts/run (started by tests, maybe several at once)
+  # then only checks instead of running pip into the same .venv concurrently
+  if [ -n "${INSTALL_DEV:-}" ]; then
+    cat requirements.txt $nodeps | sha256sum | cut -d' ' -f1 > .venv/.requirements.sha
+  fi
 fi
 exit 0
