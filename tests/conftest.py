@@ -84,13 +84,3 @@ def hung_channel_layer(hung_redis, settings):
             "CONFIG": {"hosts": [f"redis://127.0.0.1:{hung_redis}/0"]},
         }
     }
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under ``pytest -n`` (scripts/test runs two workers), every test on the shared Redis at
-    127.0.0.1:6379 runs on one worker: each flushes its own database number, and two of them use
-    database 0, so they must not overlap. Tests on a private redis-server (a free port) are free."""
-    group = pytest.mark.xdist_group("redis-6379")
-    for item in items:
-        if item.get_closest_marker("redis"):
-            item.add_marker(group)

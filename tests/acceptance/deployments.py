@@ -5,7 +5,8 @@ with two workers on Redis; and what its log says afterwards.
 deployment's variables in the environment): it runs ``scripts/_setup.sh``, migrates and execs
 daphne, so the suite serves exactly what a new user gets. The second deployment is the README's
 scale-out shape: ``uvicorn voiceagent.asgi:application --workers 2`` sharing one database and one
-Redis database (:data:`REDIS_DB`, flushed before and after; no other test uses it).
+Redis database (:data:`REDIS_DB`, one per pytest worker, flushed before and after; no other test
+uses it).
 
 Both write stdout and stderr to one log file; :func:`incidents` cuts it into ERROR/CRITICAL lines
 and tracebacks, which the modules compare with what they provoked on purpose.
@@ -32,7 +33,12 @@ RUN = "scripts/run"
 UVICORN = "uvicorn-2-workers-redis"
 KINDS = (RUN, UVICORN)
 WORKERS = 2
-REDIS_DB = 11  # 0 test_redis, 2 test_multiprocess_relay, 5 test_telephony_servers
+# 0 test_redis, 2 test_multiprocess_relay, 3 test_relay_shutdown, 5 test_telephony_servers, 12
+# test_worker_kill; one database per pytest-xdist worker (up to four; scripts/test runs two), as
+# two workers may run acceptance modules at once and each deployment flushes its database
+_WORKER_DBS = (11, 13, 14, 15)
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS_DB = _WORKER_DBS[_WORKER % len(_WORKER_DBS)]
 START_TIMEOUT_S = 240.0  # a first scripts/run on a fresh clone installs the runtime requirements
 
 # Log lines of known findings that any module may cause until they are fixed; each must have its own
