@@ -142,7 +142,8 @@ def measure(
     With ``profile``, py-spy samples the server meanwhile and writes collapsed stacks there."""
     spy = None
     if profile:
-        argv = ["py-spy", "record", "--nonblocking", "--pid", str(pid), "--rate", "200", "--format", "raw"]
+        argv = ["py-spy", "record", "--nonblocking", "--subprocesses", "--pid", str(pid), "--rate", "200"]
+        argv += ["--format", "raw"]  # --subprocesses: uvicorn's workers are children of the pid
         spy = subprocess.Popen([*argv, "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     watch, me = proc_cpu.CpuWatch(pid), proc_cpu.threads(os.getpid())
     watch.start()
