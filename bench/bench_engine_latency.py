@@ -5,8 +5,9 @@ the figures are the engine's own cost:
 
 - turn latency: end-of-turn decision (VAD silence reached) -> first ``Audio`` event read by the
   transport side; target p50 <= 5 ms, p99 <= 20 ms;
-- barge-in: first speech frame pushed during playback -> ``StopAudio`` read by the transport side;
-  target p99 <= one VAD frame (20 ms) + 5 ms.
+- barge-in: the speech frame over the agent's audio that makes it an interruption (the one reaching
+  ``min_interruption_ms``, 300 ms: shorter sounds never stop the agent) -> ``StopAudio`` read by the
+  transport side; target p99 <= one VAD frame (20 ms) + 5 ms.
 
 Every conversation streams 20 ms frames in real time; callers start at random offsets within the
 first second and speak for 0.3-1.2 s, so turn ends are spread as on a real service (all
@@ -41,12 +42,15 @@ from voiceagent.conversation.testing import (
     StaticDirectory,
 )
 from voiceagent.conversation.tools import ToolRegistry
+from voiceagent.conversation.turn_taking import TurnTaking
 
 RATE, FRAME_MS = 16000, 20
 FRAME = RATE * FRAME_MS // 1000
 TONE = (np.sin(np.arange(FRAME) * 2 * np.pi * 300 / RATE) * 8000).astype("<i2").tobytes()
 SILENCE = bytes(FRAME * 2)
 SILENCE_MS = 300
+# speech over the agent shorter than this is a cough or a quick "yeah" and does not stop it (issue 16)
+INTERRUPTION_FRAMES = TurnTaking().min_interruption_ms // FRAME_MS
 
 
 def make_conversation(i: int, registry: ToolRegistry, store: InMemorySessionStore) -> Conversation:
@@ -72,7 +76,7 @@ async def run_one(
     loop = asyncio.get_running_loop()
     await asyncio.sleep(rng.uniform(0, 1.0))  # callers do not all start in the same millisecond
     await conv.start()
-    state = {"barge_pushed": None, "first_audio_seen": False}
+    state = {"barge_pushed": None, "first_audio_seen": False, "stopped": False}
     audio_seen = asyncio.Event()
 
     async def reader() -> None:
@@ -84,7 +88,7 @@ async def run_one(
                 audio_seen.set()
             elif event.kind == "StopAudio" and state["barge_pushed"] is not None:
                 barge_lat.append((now - state["barge_pushed"]) * 1000)
-                state["barge_pushed"] = None
+                state["barge_pushed"], state["stopped"] = None, True
 
     read_task = asyncio.create_task(reader())
     next_at = loop.time()
@@ -111,9 +115,14 @@ async def run_one(
             await frame(SILENCE)
         for _ in range(10):  # 200 ms into playback ...
             await frame(SILENCE)
-        if t % 2 == 0:  # ... every other turn the caller barges in
-            state["barge_pushed"] = loop.time()
-            conv.push_audio(TONE, RATE)
+        if t % 2 == 0:  # ... every other turn the caller barges in: speech long enough to stop it
+            state["stopped"] = False
+            for i in range(INTERRUPTION_FRAMES + 10):
+                await frame(TONE)
+                if i + 1 == INTERRUPTION_FRAMES:  # from here on it is an interruption, no cough
+                    state["barge_pushed"] = loop.time()
+                if state["stopped"]:
+                    break
             for _ in range(SILENCE_MS // FRAME_MS + 1):
                 await frame(SILENCE)
         for _ in range(45):  # let the rest play out
