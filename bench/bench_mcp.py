@@ -107,6 +107,13 @@ def main() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
+    import os
+
+    import django
+
+    # the manager counts calls in the service's metrics, which read the settings
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "voiceagent.settings")
+    django.setup()
     from mcp_app.manager import McpManager
     from mcp_app.server_config import ServerConfig
     from voiceagent.conversation.tools import ToolRegistry
