@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -107,8 +108,6 @@ def main() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    import os
-
     import django
 
     # the manager counts calls in the service's metrics, which read the settings
