@@ -13,9 +13,10 @@ Routes:
 * ``GET /v1/models`` and ``GET /openai/models`` (Azure).
 
 Each chat request takes the next scripted response from the queue (:meth:`OpenAIPeer.push`):
-:class:`Text`, :class:`ToolCalls` or :class:`HTTPError`, each with an optional ``delay`` before the
-response starts. An empty queue answers :attr:`OpenAIPeer.default`. Every request is recorded
-(:attr:`OpenAIPeer.requests`) with its path, query, headers and JSON body.
+:class:`Text`, :class:`ToolCalls`, :class:`RawEvents` or :class:`HTTPError`, each with an
+optional ``delay`` before the response starts. An empty queue answers :attr:`OpenAIPeer.default`.
+Every request is recorded (:attr:`OpenAIPeer.requests`) with its path, query, headers and JSON
+body.
 
 :meth:`OpenAIPeer.fail` is a switch for an outage: until :meth:`OpenAIPeer.heal` (or
 :meth:`OpenAIPeer.reset`) every chat request answers that HTTP error, scripted responses wait.
@@ -46,7 +47,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from threaded_server import ThreadedAsgiServer
 
-__all__ = ["HTTPError", "OpenAIPeer", "RecordedRequest", "Text", "ToolCall", "ToolCalls", "split_text"]
+__all__ = [
+    "HTTPError",
+    "OpenAIPeer",
+    "RawEvents",
+    "RecordedRequest",
+    "Text",
+    "ToolCall",
+    "ToolCalls",
+    "split_text",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -100,7 +110,18 @@ class HTTPError:
     headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "10"})
 
 
-Scripted = Text | ToolCalls | HTTPError
+@dataclass
+class RawEvents:
+    """Stream these ``data:`` payloads as given (JSON values are dumped, strings go as they are),
+    then ``data: [DONE]`` (``stream: true`` only): the shapes real servers send that ``Text`` and
+    ``ToolCalls`` do not (Azure's empty-choices filter chunk, nulls, an in-stream error, malformed
+    chunks)."""
+
+    events: list[Any]
+    delay: float = 0.0
+
+
+Scripted = Text | ToolCalls | HTTPError | RawEvents
 
 
 @dataclass
@@ -296,7 +317,14 @@ class OpenAIPeer(ThreadedAsgiServer):
             )
         return JSONResponse(_completion(scripted, completion_id, model))
 
-    async def _sse(self, scripted: Text | ToolCalls, completion_id: str, model: str, options: dict):
+    async def _sse(
+        self, scripted: Text | ToolCalls | RawEvents, completion_id: str, model: str, options: dict
+    ):
+        if isinstance(scripted, RawEvents):
+            for payload in scripted.events:
+                yield f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+            return
         created = int(time.time())
 
         def event(delta: dict, finish_reason: str | None = None) -> bytes:

@@ -24,21 +24,14 @@ import inspect
 import logging
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
-from voiceagent.conversation.providers import (
-    ChatChunk,
-    ChatRequest,
-    ChatUsage,
-    ProviderError,
-    ToolCallRequest,
-)
+from voiceagent.conversation.providers import ChatChunk, ChatRequest, ProviderError
+from voiceagent.llm.chat_stream import ChunkAssembler
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +44,6 @@ _MAX_MESSAGE = 160
 _TOKEN_REFRESH_MARGIN_S = 300.0
 _BEARER_RE = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
 _SK_RE = re.compile(r"\bsk-[A-Za-z0-9_-]{4,}")
-
-
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
 
 
 class _BaseOpenAIChat:
@@ -82,27 +68,13 @@ class _BaseOpenAIChat:
                     stream = await self._create(kwargs)
             except TimeoutError:
                 raise ProviderError(f"{self.label} did not answer within {self.timeout:g}s") from None
-            calls: dict[int, _PartialCall] = {}
-            finish_reason: str | None = None
-            usage: ChatUsage | None = None
-            async for chunk in stream:
-                if chunk.usage is not None:  # the last chunk (include_usage), its choices empty
-                    usage = ChatUsage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-                for choice in chunk.choices or ():
-                    if choice.index not in (0, None):
-                        continue
-                    delta = choice.delta
-                    if delta is not None:
-                        if delta.content:
-                            yield ChatChunk(text=delta.content)
-                        for position, tc in enumerate(delta.tool_calls or ()):
-                            _accumulate(calls, position, tc)
-                    if choice.finish_reason:
-                        finish_reason = choice.finish_reason
-            if calls:
-                yield ChatChunk(tool_calls=[_complete(calls[i]) for i in sorted(calls)])
-                finish_reason = finish_reason or "tool_calls"
-            yield ChatChunk(done=True, finish_reason=finish_reason or "stop", usage=usage)
+            assembler = ChunkAssembler()
+            async for data in stream:
+                text = assembler.feed(data)
+                if text:
+                    yield ChatChunk(text=text)
+            for chunk in assembler.finish():
+                yield chunk
         except ProviderError:
             raise
         except openai.APITimeoutError:
@@ -155,7 +127,7 @@ class _BaseOpenAIChat:
             options={"timeout": kwargs["timeout"]},
             cast_to=ChatCompletion,
             stream=True,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            stream_cls=openai.AsyncStream[object],  # the chunks as JSON: see chat_stream.py
         )
 
     def _model_for(self, request: ChatRequest) -> str:
@@ -207,29 +179,6 @@ class _BaseOpenAIChat:
 def _short_error(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _accumulate(calls: dict[int, _PartialCall], position: int, delta: Any) -> None:
-    index = delta.index if isinstance(getattr(delta, "index", None), int) else position
-    call = calls.setdefault(index, _PartialCall())
-    if delta.id and not call.id:
-        call.id = delta.id
-    function = delta.function
-    if function is None:
-        return
-    if function.name:
-        # OpenAI sends the name once; a few servers repeat it in every delta, some split it.
-        if not call.name:
-            call.name = function.name
-        elif function.name != call.name:
-            call.name += function.name
-    if function.arguments:
-        call.arguments.append(function.arguments)
-
-
-def _complete(call: _PartialCall) -> ToolCallRequest:
-    arguments = "".join(call.arguments).strip() or "{}"
-    return ToolCallRequest(id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=call.name, arguments=arguments)
 
 
 def _setting(config: Mapping[str, Any], name: str, default: Any = None) -> Any:
