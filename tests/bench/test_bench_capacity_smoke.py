@@ -1,0 +1,44 @@
+"""bench/bench_capacity.py --mode embedded runs end to end on a small step: the real server with the
+offline providers, callers speaking in real time, one JSON line with every turn measured. No timing
+thresholds (the bench reports those); it once printed a capacity of 1 for a reason that was not
+capacity (the turn-taking rules' deliberate wait on an unsure short phrase counted as recognition
+time), and nothing ran it to notice."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(300)
+def test_embedded_mode_measures_every_turn(tmp_path):
+    turns_file = tmp_path / "turns.jsonl"
+    out = subprocess.run(
+        [sys.executable, "bench/bench_capacity.py", "--mode", "embedded", "--steps", "2", "--turns", "2"]
+        + ["--turns-file", str(turns_file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=290,
+        check=True,
+    )
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1, out.stdout
+    figures = json.loads(lines[0])
+    assert figures["mode"] == "embedded" and "ENDPOINTING_MAX_MS=500" in figures["server"]
+    (step,) = figures["steps"]
+    assert step["conversations"] == 2 and step["turns"] == 4
+    assert step["turns_missing_transcript_or_audio"] == 0
+    assert not step["refusals"] and not step["other_errors"] and not step["server_log"], step
+    assert step["heard_something"] == 1.0
+    for key in ("final_transcript_ms", "first_audio_ms"):
+        assert set(step[key]) == {"p50", "p95", "max"}, key
+    (record,) = [json.loads(line) for line in turns_file.read_text().splitlines()]
+    assert all(t["final_ms"] is not None and t["audio_ms"] is not None for t in record["turns"])
