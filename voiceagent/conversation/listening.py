@@ -81,6 +81,7 @@ class _Utterance:
     logprob: float | None = None  # the recogniser's confidence in it, when it says (pauses)
     answered_pause: int = -1  # the pause whose hypothesis ``text`` is (it covers all the speech)
     final_text: str | None = None  # that hypothesis, when the turn ended in that pause
+    watched: bool = False  # its stream was told the caller speaks over the agent
 
 
 class CascadeListening:
@@ -215,6 +216,8 @@ class CascadeListening:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1
         utterance.voiced_frames += voiced
+        if not utterance.watched and self._held is None and self._agent_busy():
+            self._watch_for_barge_in(utterance)
         if speech:
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
@@ -245,6 +248,16 @@ class CascadeListening:
         utterance.frames.put_nowait(None)  # end of turn
         self._utterance = None
         self._silence_ms = 0
+
+    def _watch_for_barge_in(self, utterance: _Utterance) -> None:
+        """Sound over the agent: the recogniser's interims may decide a barge-in (a recognised
+        word, when the echo gate holds the sound back), so they matter more than spare capacity."""
+        if utterance.stream is None:  # still opening: asked again at the next frame
+            return
+        utterance.watched = True
+        watch = getattr(utterance.stream, "watch_for_barge_in", None)
+        if watch is not None:
+            watch()
 
     def _ask_hypothesis(self, utterance: _Utterance) -> None:
         """A pause: ask the recogniser (when it can say) what was said so far; the turn does not

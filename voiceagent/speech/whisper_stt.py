@@ -148,6 +148,7 @@ class WhisperStream:
         self._slot = slot
         self._on_interim = on_interim
         self._interim_at = 0  # bytes of audio the last interim decode covered
+        self._over_agent = False  # the caller speaks over the agent: interims decide a barge-in
         self._interim: asyncio.Task | None = None
         self._pause_tasks: set[asyncio.Task] = set()  # decodes asked for at pauses (hint_pause)
         self._audio = bytearray()
@@ -173,10 +174,16 @@ class WhisperStream:
             self._on_interim is not None
             and self._interim is None
             and len(self._audio) - self._interim_at >= INTERIM_EVERY_S * BYTES_PER_S
-            and self._provider.has_spare_worker()
+            and self._provider.has_spare_worker(urgent=self._over_agent)
         ):
             self._interim_at = len(self._audio)
             self._interim = asyncio.get_running_loop().create_task(self._decode_interim(bytes(self._audio)))
+
+    def watch_for_barge_in(self) -> None:
+        """The caller is speaking over the agent: from now on an interim may take the last free
+        worker, since a recognised word is what stops the agent when the echo gate holds the sound
+        back (elsewhere interims only show text, and use spare workers only)."""
+        self._over_agent = True
 
     def hint_pause(self, on_text: Callable[[str, float | None], None]) -> bool:
         """The caller paused: decode everything said so far and hand the text (empty when nothing
@@ -364,16 +371,16 @@ class WhisperSTT:
         finally:
             recognizer.pending.pop(request, None)
 
-    def has_spare_worker(self) -> bool:
-        """Whether an interim decode may start now: it must not take the last free worker (of
-        several), so that a pause or final decode - the ones a turn waits for - still starts at
-        once. Why: a decode cannot be interrupted, and interims taken whenever one worker was free
-        cost ~1/3 of the recogniser's CPU at 28 conversations (bench_capacity --mode embedded: final
-        transcript p95 1.1 s, not holding; without them 0.49 s)."""
+    def has_spare_worker(self, urgent: bool = False) -> bool:
+        """Whether an interim decode may start now: unless ``urgent`` (it may decide a barge-in) it
+        must not take the last free worker (of several), so that a pause or final decode - the ones
+        a turn waits for - still starts at once. Why: a decode cannot be interrupted, and interims
+        taken whenever one worker was free cost ~1/3 of the recogniser's CPU at 28 conversations
+        (bench_capacity --mode embedded: final transcript p95 1.1 s, not holding)."""
         recognizer = self._recognizer
         if recognizer is None or not recognizer.alive:
             return False
-        return len(recognizer.pending) < max(1, self.workers - 1)
+        return len(recognizer.pending) < (self.workers if urgent else max(1, self.workers - 1))
 
     async def warm(self) -> int:
         """Start the recogniser (model load + one decode) and fill the slots; return the slot count."""

@@ -104,6 +104,41 @@ async def test_a_pause_hypothesis_says_how_sure_whisper_is_of_its_words(stt):
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_interims_leave_the_last_worker_to_the_decodes_a_turn_waits_for(stt):
+    """With every worker but one decoding, a caller's interim waits for spare capacity (a pause or
+    final decode must start at once), unless the caller speaks over the agent: there a recognised
+    word decides a barge-in, and the interim takes the last worker."""
+    if stt.workers < 2:
+        pytest.skip("one recogniser worker: interims take it when it is idle")
+    await stt.warm()
+    busy = [await stt.open("en-US", None) for _ in range(stt.workers - 1)]  # no interims of their own
+    speech = espeak_16k("my card was stolen yesterday", "en-us+f3", 150)
+
+    async def interims(watch: bool) -> list[str]:
+        heard: list[str] = []
+        for stream in busy:  # every worker but one decodes a pause hypothesis
+            await stream.push(speech)
+            assert stream.hint_pause(lambda text, logprob: None)
+        while len(stt._recognizer.pending) < len(busy):
+            await asyncio.sleep(0.001)
+        assert len(stt._recognizer.pending) == stt.workers - 1
+        caller = await stt.open("en-US", heard.append)
+        if watch:
+            caller.watch_for_barge_in()
+        for i in range(0, len(speech), 640):  # the whole utterance while those decodes run
+            await caller.push(speech[i : i + 640])
+        await asyncio.sleep(3.0)  # long enough for the busy decodes and an interim to finish
+        await caller.cancel()
+        return heard
+
+    assert await interims(watch=False) == []
+    over_agent = await interims(watch=True)
+    assert over_agent and "card" in over_agent[0].lower(), over_agent
+    for stream in busy:
+        await stream.cancel()
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_silence_and_noise_are_not_words(stt):
     rng = np.random.default_rng(7)
     noise = (rng.normal(0, 300, 16000 * 2)).astype("<i2").tobytes()
