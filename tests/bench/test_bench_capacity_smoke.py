@@ -7,31 +7,18 @@ time), and nothing ran it to notice."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from bench_runner import run_bench
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(300)
 def test_embedded_mode_measures_every_turn(tmp_path):
     turns_file = tmp_path / "turns.jsonl"
-    out = subprocess.run(
-        [sys.executable, "bench/bench_capacity.py", "--mode", "embedded", "--steps", "2", "--turns", "2"]
-        + ["--turns-file", str(turns_file)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=290,
-        check=True,
-    )
-    lines = out.stdout.strip().splitlines()
-    assert len(lines) == 1, out.stdout
-    figures = json.loads(lines[0])
+    args = ("--mode", "embedded", "--steps", "2", "--turns", "2", "--turns-file", str(turns_file))
+    figures = run_bench("bench_capacity.py", *args, timeout=290)
     assert figures["mode"] == "embedded" and "ENDPOINTING_MAX_MS=500" in figures["server"]
     (step,) = figures["steps"]
     assert step["conversations"] == 2 and step["turns"] == 4

@@ -4,31 +4,18 @@ whose metrics read the settings. No timing thresholds: the figures are the bench
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from bench_runner import run_bench
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(120)
 def test_the_bench_prints_its_figures():
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    out = subprocess.run(
-        [sys.executable, "bench/bench_mcp.py", "--calls", "20", "--tools", "10"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    figures = run_bench("bench_mcp.py", "--calls", "20", "--tools", "10", timeout=110, env=env)
     assert figures["bench"] == "mcp_tool_call_overhead"
     assert figures["tools_registered"] == 10 + 5  # the generated tools and the demo tools
     assert figures["calls"] == 20

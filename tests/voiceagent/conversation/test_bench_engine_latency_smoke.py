@@ -5,32 +5,18 @@ thresholds (the bench reports those): a barge-in the engine rightly ignores (sho
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from bench_runner import run_bench
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.timeout(180)
 def test_every_turn_and_every_barge_in_is_measured():
     conversations, turns = 4, 3
-    out = subprocess.run(
-        [sys.executable, "bench/bench_engine_latency.py", "--conversations", str(conversations)]
-        + ["--turns", str(turns)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=170,
-        check=True,
+    figures = run_bench(
+        "bench_engine_latency.py", "--conversations", str(conversations), "--turns", str(turns), timeout=170
     )
-    lines = out.stdout.strip().splitlines()
-    assert len(lines) == 1, out.stdout
-    figures = json.loads(lines[0])
     assert figures["turn_samples"] == conversations * turns
     assert figures["barge_in_samples"] == conversations * len(range(0, turns, 2))  # every other turn
     for key in ("turn_p50_ms", "turn_p99_ms", "barge_in_p50_ms", "barge_in_p99_ms"):
