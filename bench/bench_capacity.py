@@ -371,6 +371,7 @@ def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: 
         "turns_without_measure": unmatched,
         "server_added_by_stage_ms": {name: ms(v, 50, 99) for name, v in stages.items()},
         "server_loop_lag_ms": ms(delays.get("loop_lag_ms", []), 50, 99),
+        "callers_send_lag_ms": ms(res.lag_ms, 50, 99),
         "server_gc_tracked_objects": delays.get("gc_tracked_objects"),
         "server_gc_pauses_ms": {
             gen: {"count": len(v), "total": round(sum(v)), **ms(v, 99)}
