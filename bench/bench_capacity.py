@@ -31,6 +31,12 @@ state; the ramp's turns are reported apart): 0 refusals, p50 <= 5 ms, p99 <= 20 
 stage by stage (monotonic stamps from the server, the peer and the callers), the loop's lag, GC
 pauses, CPU per process and ``/pools``; ``--workers N`` for N uvicorn workers, ``--py-spy OUT``.
 
+Both modes also print what the figures depend on besides the code: ``server waiting for a core``
+(seconds per second the server's threads were runnable with no core free, from schedstat: the
+load generator and the server share this machine), ``callers_send_lag_ms`` (how late the callers
+sent their frames) and ``machine_python_loop_ms`` (a fixed pure-Python loop, best of three: how fast
+this machine is on the day; the same code's latency follows it).
+
 Prints one JSON line per mode, with the command that reproduces it.
 
     .venv/bin/python bench/bench_capacity.py --mode embedded [--steps 1,4,8,12,16,24,32,40] [--turns 4]
@@ -149,15 +155,18 @@ def measure(
         spy = subprocess.Popen([*argv, "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     watch, me = proc_cpu.CpuWatch(pid), proc_cpu.threads(os.getpid())
     watch.start()
+    waited = proc_cpu.waited(pid)
     t0 = time.monotonic()
     res = run_processes(plan, callers, processes)
     wall = time.monotonic() - t0
+    waited = proc_cpu.waited(pid) - waited
     server, busy = watch.stop(wall)
     if spy is not None:
         spy.send_signal(signal.SIGINT)  # py-spy writes its output when interrupted
         spy.wait(60)
     cores = {f"server {k}": v for k, v in server.items()}
     cores["callers"] = round(sum((proc_cpu.threads(os.getpid()) - me).values()) / wall, 3)
+    cores["server waiting for a core"] = round(waited / wall, 3)  # runnable, no CPU free (schedstat)
     return res, cores, busy
 
 
@@ -217,6 +226,7 @@ def embedded(args) -> dict:
                         ),
                         "cpu_cores": cores,
                         "machine_busy_cores": busy,
+                        "callers_send_lag_ms": ms(res.lag_ms, 50, 99),
                         "pools": pools(base),
                         "holds": holds,
                     }
@@ -423,9 +433,9 @@ def main() -> None:
     most = max(args.steps) if args.mode == "embedded" else args.conversations
     args.client_processes = args.client_processes or max(1, -(-most // 100))
     command = ".venv/bin/python bench/bench_capacity.py " + " ".join(sys.argv[1:])
-    load = os.getloadavg()[0]
+    load, speed = os.getloadavg()[0], proc_cpu.python_speed()
     figures = embedded(args) if args.mode == "embedded" else cloud(args)
-    figures.update(command=command, load_average_before=round(load, 2))
+    figures.update(command=command, load_average_before=round(load, 2), machine_python_loop_ms=speed)
     print(json.dumps(figures))
 
 

@@ -137,3 +137,33 @@ def machine() -> tuple[float, float]:
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]  # idle, iowait
     return (sum(fields[:8]) - idle) / TICK, sum(fields[:8]) / TICK
+
+
+def waited(pid: int) -> float:
+    """Seconds the threads of ``pid`` and of its live children spent runnable but waiting for a CPU
+    (``/proc/<pid>/task/<tid>/schedstat``, second field): the machine's contention as the process
+    felt it. A server whose latency grows while this grows is short of cores, not slow code."""
+    total = 0
+    for proc in (pid, *_children(pid)):
+        for task in Path(f"/proc/{proc}/task").glob("*"):
+            try:
+                total += int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return total / 1e9
+
+
+def python_speed() -> float:
+    """Milliseconds this machine takes for a fixed pure-Python loop (best of three), printed beside
+    the figures: a run on a slower or busier machine reads higher here, so figures from different
+    machines (or the same one on another day) can be told apart from changes in the code."""
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)

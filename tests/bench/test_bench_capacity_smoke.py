@@ -27,5 +27,22 @@ def test_embedded_mode_measures_every_turn(tmp_path):
     assert step["heard_something"] == 1.0
     for key in ("final_transcript_ms", "first_audio_ms"):
         assert set(step[key]) == {"p50", "p95", "max"}, key
+    assert step["cpu_cores"]["server waiting for a core"] >= 0
+    assert set(step["callers_send_lag_ms"]) == {"p50", "p99", "max"}
+    assert figures["machine_python_loop_ms"] > 0
     (record,) = [json.loads(line) for line in turns_file.read_text().splitlines()]
     assert all(t["final_ms"] is not None and t["audio_ms"] is not None for t in record["turns"])
+
+
+@pytest.mark.timeout(300)
+def test_cloud_mode_measures_every_turn_stage_by_stage():
+    """The cloud mode's callers (the same sans-I/O callers), the delayed providers, the openai client
+    to the peer: every turn matched with its providers' delays and split into stages."""
+    args = ("--mode", "cloud", "--conversations", "4", "--turns", "2", "--ramp-s", "1")
+    figures = run_bench("bench_capacity.py", *args, timeout=290)
+    assert figures["turns"] == figures["expected_turns"] == 8
+    assert figures["turns_without_measure"] == 0 and not figures["refusals"], figures
+    assert not figures["errors"], figures["errors"]
+    assert figures["server_added_ms"]["p50"] is not None
+    assert len(figures["server_added_by_stage_ms"]) == 9
+    assert figures["cpu_cores"]["server waiting for a core"] >= 0
