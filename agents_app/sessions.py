@@ -22,6 +22,7 @@ from django.db import close_old_connections, transaction
 from agents_app.history_writer import HistoryWriter
 from agents_app.models import HandoffRecord, HistoryTurn, Session
 from agents_app.state_writer import PendingStates
+from voiceagent import cache_io
 from voiceagent.conversation.session import HandoffEvent, SessionState, Turn
 
 logger = logging.getLogger("agents_app.sessions")
@@ -358,10 +359,11 @@ async def db_call(fn, *args):
 
 
 async def cache_call(fn, *args):
-    """Run blocking cache-only work (no ORM) in a worker thread. Not through :func:`db_call`: with
-    SQLite that is Django's single sync thread, where a session-state save queued behind history
-    writes and waited out a locked database (up to its busy timeout) before ``listening``."""
-    return await asyncio.to_thread(fn, *args)
+    """Run cache-only work (no ORM) off the loop when the cache is across a network, inline when it
+    is in-process (:mod:`voiceagent.cache_io`). Not through :func:`db_call`: with SQLite that is
+    Django's single sync thread, where a session-state save queued behind history writes and
+    waited out a locked database (up to its busy timeout) before ``listening``."""
+    return await cache_io.call(fn, *args)
 
 
 def in_db_thread(fn, *args):

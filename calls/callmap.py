@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 from django.core.cache import cache
 
+from voiceagent import cache_io
+
 __all__ = ["CallInfo", "audio_format_for", "forget", "lookup", "remember"]
 
 KEY = "call:{}"
@@ -36,13 +38,13 @@ def audio_format_for(mode: str) -> str:
 
 
 async def remember(info: CallInfo) -> None:
-    await cache.aset(KEY.format(info.connection_id), asdict(info), TTL_S)
+    await cache_io.call(cache.set, KEY.format(info.connection_id), asdict(info), TTL_S)
 
 
 async def lookup(connection_id: str) -> CallInfo | None:
     if not connection_id or len(connection_id) > 200:
         return None
-    raw = await cache.aget(KEY.format(connection_id))
+    raw = await cache_io.call(cache.get, KEY.format(connection_id))
     if not isinstance(raw, dict):
         return None
     try:
@@ -52,4 +54,4 @@ async def lookup(connection_id: str) -> CallInfo | None:
 
 
 async def forget(connection_id: str) -> None:
-    await cache.adelete(KEY.format(connection_id))
+    await cache_io.call(cache.delete, KEY.format(connection_id))

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.core.cache import cache
 
+from voiceagent import cache_io
 from voiceagent.outage import OutageLog
 from voiceagent.transport.envelope import envelope
 
@@ -103,7 +104,7 @@ class LiveRegistry:
         self._version += 1
         entries = {sid: dict(entry) for sid, entry in self._sessions.items()}
         try:
-            await asyncio.to_thread(self._write, self._version, entries)
+            await cache_io.call(self._write, self._version, entries)
         except Exception as exc:  # logged when an outage starts and ends, not at every refresh
             cache_outage.failed(exc)
         else:
@@ -160,7 +161,7 @@ class LiveRegistry:
     async def live(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Every live session of every worker (or only ``session_id``), oldest first."""
         try:
-            buckets = await asyncio.to_thread(self._read)
+            buckets = await cache_io.call(self._read)
         except Exception as exc:
             logger.warning("live session registry: the cache read failed: %s", exc)
             buckets = []

@@ -26,6 +26,7 @@ from typing import Any
 
 from django.core.cache import cache
 
+from voiceagent import cache_io
 from voiceagent.outage import OutageLog
 from voiceagent.transport.envelope import envelope
 from voiceagent.transport.live import live_sessions
@@ -53,9 +54,10 @@ class DashboardPresence:
     conversations those are thousands of channel-layer publishes a second that nobody reads.
 
     Dashboards of this process count at once (:attr:`local`); the others' mark in the shared cache
-    (refreshed while they are connected) is read at most once a second, in a worker thread, never
-    on a socket's path. Until the first read, and while the cache cannot answer, the last value
-    holds (at start: present, so nothing is skipped before it is known)."""
+    (refreshed while they are connected) is read at most once a second, in a task of its own (a
+    worker thread for a network cache, :mod:`voiceagent.cache_io`), never on a socket's path.
+    Until the first read, and while the cache cannot answer, the last value holds (at start:
+    present, so nothing is skipped before it is known)."""
 
     def __init__(self) -> None:
         self.local = 0
@@ -76,7 +78,7 @@ class DashboardPresence:
 
     async def _read(self) -> None:
         try:
-            self._remote = bool(await asyncio.to_thread(cache.get, PRESENCE_KEY))
+            self._remote = bool(await cache_io.call(cache.get, PRESENCE_KEY))
         except Exception as exc:  # an outage: keep the last value (the relay logs the outage)
             logger.debug("dashboard presence not read: %s", exc)
 
@@ -87,7 +89,7 @@ presence = DashboardPresence()
 async def mark_dashboards_present() -> None:
     """A dashboard is connected (on this worker): tell the other workers' sockets to relay."""
     try:
-        await asyncio.to_thread(cache.set, PRESENCE_KEY, 1, PRESENCE_TTL)
+        await cache_io.call(cache.set, PRESENCE_KEY, 1, PRESENCE_TTL)
     except Exception as exc:  # the cache is down: its outage is logged elsewhere
         logger.debug("dashboard presence not marked: %s", exc)
 
@@ -108,9 +110,9 @@ class AudioRelayFlag:
     cache cannot answer, the last value read).
 
     Only the first check waits for the cache; later ones answer with the value in hand and refresh
-    it in the background. Why: the cache's async API runs on Django's single sync thread, which the
-    database shares (SQLite): an audio send whose check fell due waited behind that thread's queue
-    (history writes, sessions being created), typically the first audio of an answer.
+    it in the background. Why: a network cache is read in a worker thread (:mod:`voiceagent.cache_io`;
+    Django's own async API, used before, ran on its single sync thread, which the database shares),
+    and an audio send whose check fell due waited for it, typically the first audio of an answer.
     """
 
     def __init__(self, session_id: str):
@@ -132,7 +134,7 @@ class AudioRelayFlag:
 
     async def _read(self) -> None:
         try:
-            value = bool(await cache.aget(self.key))
+            value = bool(await cache_io.call(cache.get, self.key))
         except Exception as exc:  # a cache outage must not end the socket that sends audio
             flag_outage.failed(exc)
             return
@@ -144,7 +146,7 @@ async def mark_audio_wanted(session_id: str) -> None:
     """A dashboard follows ``session_id`` with audio (refreshed while it is connected); a cache
     outage only delays it until the next refresh."""
     try:
-        await cache.aset(AUDIO_FLAG.format(session_id), 1, AUDIO_FLAG_TTL)
+        await cache_io.call(cache.set, AUDIO_FLAG.format(session_id), 1, AUDIO_FLAG_TTL)
     except Exception as exc:
         flag_outage.failed(exc)
     else:
