@@ -83,13 +83,16 @@ def test_uvicorn_websocket_line_is_masked_through_the_installed_logger_filter():
     handler.setFormatter(DefaultFormatter("%(message)s", use_colors=False))
     logger.addHandler(handler)
     old_level, logger.level = logger.level, logging.INFO
+    # a dictConfig run by an earlier test in this process (disable_existing_loggers) may have
+    # disabled the logger; uvicorn's own configuration enables it
+    old_disabled, logger.disabled = logger.disabled, False
     try:
         logger.info(
             '%s - "WebSocket %s" [accepted]', "127.0.0.1:1", "/api/v1/browser/conversation?api_key=k-12345678"
         )
     finally:
         logger.removeHandler(handler)
-        logger.level = old_level
+        logger.level, logger.disabled = old_level, old_disabled
     assert out.getvalue() == '127.0.0.1:1 - "WebSocket /api/v1/browser/conversation?api_key=***" [accepted]\n'
 
 
