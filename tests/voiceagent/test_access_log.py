@@ -82,17 +82,20 @@ def test_uvicorn_websocket_line_is_masked_through_the_installed_logger_filter():
     handler = logging.StreamHandler(out)
     handler.setFormatter(DefaultFormatter("%(message)s", use_colors=False))
     logger.addHandler(handler)
-    old_level, logger.level = logger.level, logging.INFO
-    # a dictConfig run by an earlier test in this process (disable_existing_loggers) may have
-    # disabled the logger; uvicorn's own configuration enables it
-    old_disabled, logger.disabled = logger.disabled, False
+    # setLevel, not ``.level =``: the logger caches isEnabledFor per level, and an earlier test in
+    # this process may have left INFO cached as off; a dictConfig run by one (disable_existing_loggers)
+    # may have disabled the logger: uvicorn's own configuration enables it
+    old_level, old_disabled = logger.level, logger.disabled
+    logger.setLevel(logging.INFO)
+    logger.disabled = False
     try:
         logger.info(
             '%s - "WebSocket %s" [accepted]', "127.0.0.1:1", "/api/v1/browser/conversation?api_key=k-12345678"
         )
     finally:
         logger.removeHandler(handler)
-        logger.level, logger.disabled = old_level, old_disabled
+        logger.setLevel(old_level)
+        logger.disabled = old_disabled
     assert out.getvalue() == '127.0.0.1:1 - "WebSocket /api/v1/browser/conversation?api_key=***" [accepted]\n'
 
 
