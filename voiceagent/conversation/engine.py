@@ -189,8 +189,10 @@ class Conversation(CascadeListening, ConversationCore):
         pending = self._take_pending()
         if pending is not None:
             self._commit(pending, now)
-        if speaker is not None and speaker.spoken and (pending is None or pending[2] is not speaker):
-            # interrupted while still streaming: what was played so far is what the caller heard
+        heard = speaker is not None and (bool(speaker.spoken) or speaker.played_by(now))
+        if heard and speaker is not None and (pending is None or pending[2] is not speaker):
+            # interrupted while still streaming (maybe still in its first clause): what was played
+            # so far is what the caller heard
             self._commit((rid or 0, self._agent_name(), speaker), now)
         if rid is None and not audio_out:  # only a task that had not begun a response was dropped
             return 0, False, None
@@ -273,12 +275,17 @@ class Conversation(CascadeListening, ConversationCore):
         if pending is None or self.state is None:
             return
         _, agent, speaker = pending
-        text = speaker.spoken_until(now)
-        if not text or speaker.committed:
+        if speaker.committed:
             return
-        speaker.committed = True
-        if now != float("inf") and (speaker.cut or text != speaker.all_spoken()):
+        text = speaker.spoken_until(now)
+        interrupted = now != float("inf")
+        if not text:
+            if not (interrupted and speaker.played_by(now)):
+                return
+            text = "…"  # the caller heard it begin and cut it before its first whole word
+        elif interrupted and (speaker.cut or text != speaker.all_spoken()):
             text += " …"  # interrupted here
+        speaker.committed = True
         self._add_assistant_turn(text, agent, speaker.timing)
 
     async def _respond(self, user_text: str) -> None:

@@ -70,9 +70,13 @@ class AssistantItem:
             return text
         words = text.split()
         heard = words_heard(words, self.start or 0.0, self.end, now, slack=0.001) if self.audio_bytes else []
-        if len(heard) == len(words):
+        if heard and len(heard) == len(words):
             return text
-        return " ".join(heard) + " …" if heard else ""  # interrupted here
+        if heard:
+            return " ".join(heard) + " …"  # interrupted here
+        # Cut before its first whole word, or before its transcript (which trails the audio) came:
+        # the caller heard it begin, so the history keeps the turn.
+        return "…" if self.played_ms(now) > 0.0 else ""
 
 
 @dataclass

@@ -69,6 +69,7 @@ class Speaker:
         self.committed = False  # its words are in the history: never a second time
         self.held = False  # stopped by the caller, not abandoned (yet)
         self.cut = False  # stopped before the end of its last clause
+        self.first_audio: float | None = None  # when its first audio plays (loop time)
         self._current: tuple[str, AgentSpec] | None = None  # the clause being synthesised
         self._replay: list[tuple[str, AgentSpec]] = []  # clauses to say again on resume
         self._done = asyncio.get_running_loop().create_future()  # set when the last clause is out
@@ -144,6 +145,11 @@ class Speaker:
             words.extend(words_heard(item.text.split(), item.start, item.end, now))
         return " ".join(words)
 
+    def played_by(self, now: float) -> bool:
+        """Had any of its audio started playing by ``now``? (Its first clause may still be being
+        synthesised, so not yet in :attr:`spoken`, or be cut before its first whole word.)"""
+        return self.first_audio is not None and self.first_audio < now
+
     def all_spoken(self) -> str:
         return " ".join(s.text for s in self.spoken)
 
@@ -183,6 +189,8 @@ class Speaker:
                     began = conv.emit_audio(pcm, conv.tts.sample_rate, self.rid)
                     if start is None:  # once per clause; the marks keep the response's first
                         start = began
+                        if self.first_audio is None:
+                            self.first_audio = began
                         now = conv.loop_time()
                         self.timing.mark("tts_first_audio", now)
                         self.timing.mark("first_audio_out", now)

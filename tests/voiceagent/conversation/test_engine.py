@@ -144,6 +144,24 @@ async def test_barge_in_stops_audio_and_keeps_what_was_said():
     assert [t.content for t in h.store.turns["s1"] if t.role == "user"] == ["tell me a story", "stop"]
 
 
+async def test_barge_in_during_the_first_clause_still_keeps_the_turn_the_caller_heard():
+    """A streaming TTS (real time) is still synthesising the answer's only clause when the caller
+    cuts in: the clause is not yet among the spoken ones, but its start was heard."""
+    long_clause = " ".join(f"word{i}" for i in range(60)) + "."
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100, delay_s=0.1)
+    async with Harness(script=[long_clause], texts=["tell me a story", "stop"], tts=tts) as h:
+        await h.idle()
+        started = len(h.events)
+        h.speak()
+        await h.until(lambda h: len([e for e in h.events[started:] if e.kind == "Audio"]) >= 3)
+        h.conv.push_audio(TONE, 16000)  # the caller talks over the agent
+        await h.until(lambda h: h.of("StopAudio"))
+        h.speak(speech_frames=5)
+        await h.idle()
+    turns = [(t.role, t.content) for t in h.store.turns["s1"]][1:]  # after the greeting
+    assert turns[:3] == [("user", "tell me a story"), ("assistant", "…"), ("user", "stop")]
+
+
 async def test_barge_in_is_synchronous_with_the_frame():
     tts = InstantTTS(ms_per_word=200, chunk_ms=20)
     async with Harness(script=["one two three four five six"], texts=["go"], tts=tts) as h:
