@@ -23,16 +23,34 @@ PAIRS = 4
 
 async def dashboard_follows_a_conversation(a: str, b: str) -> None:
     session = f"stop-{uuid.uuid4().hex[:8]}"
+    seen: list[str] = []  # what the dashboard and the browser received, for a failure's message
     async with (
         websockets.connect(f"{a}/browser/dashboard/relay?session_id={session}") as dashboard,
         websockets.connect(f"{b}/browser/conversation?session_id={session}") as browser,
     ):
+
+        async def browser_reads() -> None:
+            async for raw in browser:
+                if isinstance(raw, str):
+                    message = json.loads(raw)
+                    seen.append(f"browser: {message['type']} {message.get('payload', {}).get('name', '')}")
+
+        reader = asyncio.get_running_loop().create_task(browser_reads())
         await dashboard.recv()
         await browser.send(json.dumps({"type": "config", "payload": {"scenario": "banking"}}))
         await browser.send(json.dumps({"type": "text", "payload": {"text": "i lost my card"}}))
-        async with asyncio.timeout(30):
-            while json.loads(await dashboard.recv())["payload"].get("name") != "handoff":
-                pass
+        try:
+            async with asyncio.timeout(30):
+                while True:
+                    message = json.loads(await dashboard.recv())
+                    name = message["payload"].get("name")
+                    seen.append(f"dashboard: {message['type']} {name or ''}")
+                    if name == "handoff":
+                        break
+        except TimeoutError:
+            raise AssertionError(f"session {session}: no handoff relayed within 30 s; seen: {seen}") from None
+        finally:
+            reader.cancel()
     async with websockets.connect(f"{a}/browser/dashboard/relay") as everything:
         await everything.recv()
 
@@ -54,7 +72,11 @@ def test_workers_stop_promptly_after_dashboards_relayed_between_them(tmp_path):
             async def pairs(a: str = a, b: str = b) -> None:
                 await asyncio.gather(*(dashboard_follows_a_conversation(a, b) for _ in range(PAIRS)))
 
-            asyncio.run(pairs())
+            try:
+                asyncio.run(pairs())
+            except AssertionError as exc:
+                tails = "\n".join(f"--- {log.name}:\n{log.read_text()[-3000:]}" for log in logs)
+                raise AssertionError(f"round {round_}: {exc}\n{tails}") from None
         finally:
             slow += [f"round {round_}, {line}" for line in stop_all(procs, logs, within_s=10, tail=1500)]
     assert not slow, "a worker did not stop within 10 s of SIGTERM:\n" + "\n".join(slow)
