@@ -51,6 +51,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,11 +90,14 @@ def espeak_speech(text: str, voice: str, wpm: int, tmp: Path) -> bytes:
 
 
 @contextlib.contextmanager
-def server(kind: str, tmp: Path, deflate: bool = False, workers: int = 1, **extra: str):
+def server(
+    kind: str, tmp: Path, deflate: bool = False, workers: int = 1, keep_log: str | None = None, **extra: str
+):
     """The real service in a subprocess; yields (ws base url, process, log path). uvicorn runs as the
-    README's production command does, without per-message deflate unless ``deflate``."""
+    README's production command does, without per-message deflate unless ``deflate``. ``keep_log``:
+    the server logs at INFO and its log is copied there at the end (to look into a run)."""
     extra.setdefault("UVICORN_WS_PER_MESSAGE_DEFLATE", "true" if deflate else "false")
-    env = base_env(tmp, LOG_LEVEL="WARNING", **extra)
+    env = base_env(tmp, LOG_LEVEL="INFO" if keep_log else "WARNING", **extra)
     migrate(env)
     port, log = free_port(), tmp / "server.log"
     proc = start(kind, port, env, log, workers=workers)
@@ -110,6 +114,8 @@ def server(kind: str, tmp: Path, deflate: bool = False, workers: int = 1, **extr
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+        if keep_log and log.exists():
+            shutil.copyfile(log, keep_log)
 
 
 def log_problems(log: Path, offset: int = 0) -> list[str]:
@@ -184,7 +190,11 @@ def embedded(args) -> dict:
         # "Below here."), a deliberate wait that bench_turn_taking measures; counted here it would
         # read as recognition falling behind from the first caller on.
         endpointing = os.environ.get("ENDPOINTING_MAX_MS", str(silence))
-        with server(args.server, tmp, args.deflate, ENDPOINTING_MAX_MS=endpointing) as (base, proc, log):
+        with server(args.server, tmp, args.deflate, 1, args.server_log, ENDPOINTING_MAX_MS=endpointing) as (
+            base,
+            proc,
+            log,
+        ):
             for n in args.steps:
                 plan = Plan(f"{base}/api/v1/browser/conversation", utterances, args.turns, silence)
                 offset = log.stat().st_size
@@ -291,7 +301,11 @@ def cloud(args) -> dict:
                 "PYTHONPATH": f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}",
             }
             silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
-            with server(args.server, tmp, args.deflate, args.workers, **extra) as (base, proc, log):
+            with server(args.server, tmp, args.deflate, args.workers, args.server_log, **extra) as (
+                base,
+                proc,
+                log,
+            ):
                 plan = Plan(
                     f"{base}/api/v1/browser/conversation",
                     voiced,
@@ -427,6 +441,7 @@ def main() -> None:
     parser.add_argument("--client-processes", type=int, default=0, help="caller processes (0: 1 per 100)")
     parser.add_argument("--py-spy", metavar="OUT", help="cloud: profile the server with py-spy (on PATH)")
     parser.add_argument("--turns-file", help="write every turn's record (JSON) here, to look into a run")
+    parser.add_argument("--server-log", help="the server logs at INFO; its log is copied here at the end")
     args = parser.parse_args()
     args.steps = [int(s) for s in args.steps.split(",")]
     args.turns = args.turns or (4 if args.mode == "embedded" else 8)

@@ -113,6 +113,10 @@ class _Listener:
         elif kind == "event" and payload.get("name") == "session_ended":
             self.ended = True
 
+    def turn_over(self) -> None:
+        """The caller has sent the frame that ends its turn: audio from now on is the answer."""
+        self.speaking = False
+
     def answered(self, now: float) -> bool:
         """The answer has arrived and finished playing."""
         return (
@@ -144,6 +148,8 @@ class _Caller(asyncio.Protocol):
         self.frames: Iterator[bytes] | None = None
         self.next_at = 0.0
         self.sent_at = 0.0  # time.monotonic() of the last frame written
+        self.end_of_turn: float | None = None  # when the frame that ended the caller's turn was written
+        self.ending = False  # the next frame written ends the caller's turn
         self.ticks = 0
         self.timer: asyncio.TimerHandle | None = None
         self.partial: list[bytes] = []  # a fragmented text message so far
@@ -243,6 +249,10 @@ class _Caller(asyncio.Protocol):
         self.protocol.send_binary(frame)
         self._flush()
         now = self.sent_at = time.monotonic()
+        if self.ending:  # the turn ends now, not at the next tick: a fast answer may come within 20 ms
+            self.ending = False
+            self.end_of_turn = now
+            self.listener.turn_over()
         lag = now - self.next_at
         self.ticks += 1
         if self.ticks % 50 == 0:  # a sample (1 s apart); not from rng, which draws the pauses
@@ -268,12 +278,14 @@ class _Caller(asyncio.Protocol):
             listener.reset(True)
             for i in range(0, len(pcm), FRAME_BYTES):
                 yield pcm[i : i + FRAME_BYTES].ljust(FRAME_BYTES, b"\0")
-            for _ in range(plan.silence_ms // FRAME_MS):
+            silence = max(1, plan.silence_ms // FRAME_MS)
+            for i in range(silence):
+                self.ending = i == silence - 1  # _tick ends the turn as it writes this frame
                 yield NOISE
-            end = self.sent_at  # the frame that completed the silence was just written
+            assert self.end_of_turn is not None
+            end, self.end_of_turn = self.end_of_turn, None
             if listener.late_audio:
                 res.errors["answer audio while the caller spoke"] += 1
-            listener.speaking = False
             while not listener.answered(time.monotonic()) and time.monotonic() - end < plan.turn_timeout_s:
                 if listener.errors and time.monotonic() - end > 1.0:
                     break

@@ -170,6 +170,7 @@ class Say:
     audio_ms: int = 300
     interval: float = 0.0  # seconds between chunks
     late_deltas: int = 2  # audio deltas still sent after response.cancel
+    transcript_lag: int = 0  # each transcript delta trails its audio by this many chunks (as on the service)
     level: int = 300  # amplitude of the (tone) audio
 
 
@@ -560,13 +561,15 @@ class PeerConnection:
         chunk = tone(say.audio_ms / max(1, len(pieces)), say.level)
         audio = base64.b64encode(chunk).decode()
         said = ""
-        for i, piece in enumerate(pieces):
+        for i, _piece in enumerate(pieces):
             if response.cancelled.is_set():
                 break
             await self.emit({"type": self.names["audio.delta"], **base, "delta": audio})
             self.audio_sent = True
-            await self.emit({"type": self.names["transcript.delta"], **base, "delta": piece})
-            said += piece
+            if i >= say.transcript_lag:
+                piece = pieces[i - say.transcript_lag]
+                await self.emit({"type": self.names["transcript.delta"], **base, "delta": piece})
+                said += piece
             if stop_after is not None and i + 1 >= stop_after:
                 return "in_progress", item
             if say.interval:
@@ -581,6 +584,8 @@ class PeerConnection:
             )
             return "cancelled", done
         await self.emit({"type": self.names["audio.done"], **base})
+        for piece in pieces[len(pieces) - say.transcript_lag :] if say.transcript_lag else ():
+            await self.emit({"type": self.names["transcript.delta"], **base, "delta": piece})
         await self.emit({"type": self.names["transcript.done"], **base, "transcript": say.text})
         part = {"type": "audio", "transcript": say.text}
         await self.emit({"type": "response.content_part.done", **base, "part": part})

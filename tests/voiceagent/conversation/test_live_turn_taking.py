@@ -189,6 +189,23 @@ async def test_a_short_real_word_over_the_agent_stops_it_when_transcribed(kind, 
 
 
 @pytest.mark.parametrize("kind", KINDS)
+async def test_a_barge_in_before_the_transcript_arrived_keeps_the_heard_turn(kind, peer):
+    """The service's transcript deltas trail its audio (here by all 12 chunks): the caller cuts in
+    after hearing some of the story, before any of its words are known. The turn stays, as "…"."""
+    peer.user_says("tell me a story", "stop")
+    peer.push(Say(STORY, chunks=12, audio_ms=2400, interval=0.1, late_deltas=1, transcript_lag=12))
+    async with Live(client_for(kind, peer), turns=TurnTaking(min_interruption_ms=3000)) as h:
+        await h.quiet()
+        h.speak()
+        await h.agent_talking(2)
+        h.speak(speech_frames=3)
+        await h.until(lambda h: len(h.user_texts()) == 2)
+        await h.quiet()
+    assert [s.reason for s in h.of("StopAudio")] == ["barge_in"]
+    assert h.said() == ["Hello, front desk.", "…", "Okay."]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 async def test_speech_while_the_agent_is_quiet_is_a_turn_at_once(kind, peer):
     peer.user_says("okay")  # a backchannel word, but nothing to acknowledge: it is an answer
     async with Live(client_for(kind, peer), turns=TurnTaking(min_interruption_ms=3000)) as h:
