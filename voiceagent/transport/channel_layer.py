@@ -1,4 +1,5 @@
-"""The Redis channel layer, with a receive that always ends when it is cancelled.
+"""The Redis channel layer, with a receive that always ends when it is cancelled and never loses
+another consumer's message.
 
 Channels tears a consumer down by cancelling its pending ``channel_layer.receive`` and awaiting it.
 Under channels-redis 4.3 / redis-py 7.1 that cancellation is sometimes lost inside the blocking
@@ -6,17 +7,23 @@ Under channels-redis 4.3 / redis-py 7.1 that cancellation is sometimes lost insi
 redis/redis-py#2028): the task stays "cancelling" and goes on polling Redis every 5 s forever, so
 the socket's handler never finishes and uvicorn's shutdown waits on it ("Waiting for background
 tasks to complete"). Measured before this layer: 4 of 8 rounds of dashboards relaying across two
-uvicorn workers left a worker unable to stop.
+uvicorn workers left a worker unable to stop. And a cancelled receive that was the one popping the
+process's shared key lost the message Redis had just popped for another consumer.
 
-Here the library's receive runs in its own task behind a shield; a cancelled caller re-cancels it
-every ``RECANCEL_EVERY_S`` until it has ended (a lost cancellation is delivered again at its next
-await), for at most ``RECANCEL_FOR_S``, then leaves it and logs a warning: the caller always ends.
+Here the process's channels are read by one reader task that no consumer cancels
+(:class:`RedisChannelLayer`); a consumer's receive waits on its own inbox. Other channels keep the
+library's receive in its own task behind a shield; a cancelled caller re-cancels it every
+``RECANCEL_EVERY_S`` until it has ended (a lost cancellation is delivered again at its next await),
+for at most ``RECANCEL_FOR_S``, then leaves it and logs a warning: the caller always ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
+from typing import Any
 
 from channels_redis.core import RedisChannelLayer as _LibraryRedisChannelLayer
 
@@ -24,6 +31,7 @@ logger = logging.getLogger("voiceagent.transport.channel_layer")
 
 RECANCEL_EVERY_S = 0.2
 RECANCEL_FOR_S = 5.0
+READ_TIMEOUT_S = 1  # the reader's BZPOPMIN: how soon it notices that it should end
 
 
 async def end_cancelled(
@@ -53,9 +61,101 @@ async def end_cancelled(
 
 
 class RedisChannelLayer(_LibraryRedisChannelLayer):
-    """channels-redis' layer whose :meth:`receive` ends when cancelled (see the module docstring)."""
+    """channels-redis' layer whose receive neither hangs when cancelled nor loses messages.
+
+    The process's own channels (``specific.<client>!<id>``: every consumer's) share one Redis key. In
+    the library, whichever consumer's ``receive`` got there first pops that key for all of them, so
+    a consumer that closes (Channels cancels its receive) while its BZPOPMIN reply is in flight took
+    a message meant for another consumer of the process with it: the library moves a popped message
+    to its backup queue only after the pop returns. A dashboard missed a relayed event when another
+    dashboard on its worker closed (tests: 3 of 20 in a loop). Here one reader task per process pops
+    that key and files each message in its channel's inbox; a consumer's receive only waits on its
+    inbox, and cancelling that loses nothing.
+
+    Inboxes whose consumer has stopped receiving are dropped after the layer's ``expiry`` (messages
+    older than that expire in Redis too); the reader ends when none is left, and honours a
+    cancellation that redis-py lost at its next pop (at most :data:`READ_TIMEOUT_S`). A Redis error
+    reaches the consumers waiting at that moment (as the library's receive raised it) and ends the
+    reader; the next receive starts another. Other channels use the library's receive behind
+    :func:`end_cancelled`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._inboxes: dict[str, asyncio.Queue] = {}
+        self._idle_since: dict[str, float] = {}  # channel -> when its consumer stopped receiving
+        self._waiting: set[str] = set()
+        self._reader: asyncio.Task | None = None
 
     async def receive(self, channel: str) -> dict:
+        if "!" not in channel:
+            return await self._receive_shared(channel)
+        self._start_reader(self.non_local_name(channel))
+        inbox = self._inboxes.get(channel)
+        if inbox is None:
+            inbox = self._inboxes[channel] = asyncio.Queue()
+        self._idle_since.pop(channel, None)
+        self._waiting.add(channel)
+        try:
+            item = await inbox.get()
+        except asyncio.CancelledError:
+            self._idle_since[channel] = time.monotonic()
+            raise
+        finally:
+            self._waiting.discard(channel)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def _start_reader(self, process_channel: str) -> None:
+        loop = asyncio.get_running_loop()
+        reader = self._reader
+        if reader is not None and reader.get_loop() is not loop:  # a new event loop (tests): start over
+            self._inboxes.clear()
+            self._idle_since.clear()
+            self._waiting.clear()
+            reader = None
+        if reader is None or reader.done():
+            self._reader = loop.create_task(self._read(process_channel), name="channel-layer-reader")
+
+    async def _read(self, process_channel: str) -> None:
+        index = self.consistent_hash(process_channel)
+        key = self.prefix + process_channel
+        task = asyncio.current_task()
+        while self._inboxes:
+            try:
+                raw = await self._brpop_with_clean(index, key, timeout=READ_TIMEOUT_S)
+            except Exception as exc:  # Redis down: those waiting hear of it, as from the library
+                for channel in self._waiting:
+                    self._inboxes[channel].put_nowait(exc)
+                return
+            if task is not None and task.cancelling():  # a cancellation redis-py swallowed
+                raise asyncio.CancelledError
+            if raw is not None:
+                self._file(raw)
+                with contextlib.suppress(Exception):  # not lost: delivered again at worst
+                    await self._clean_receive_backup(index, key)
+            self._drop_idle()
+
+    def _file(self, raw: bytes) -> None:
+        message = self.deserialize(raw)
+        targets = message.pop("__asgi_channel__", None)
+        for channel in targets if isinstance(targets, list) else [targets]:
+            if not isinstance(channel, str):
+                continue
+            inbox = self._inboxes.get(channel)
+            if inbox is None:  # not received on yet: kept for ``expiry``, as Redis would keep it
+                inbox = self._inboxes[channel] = asyncio.Queue()
+                self._idle_since[channel] = time.monotonic()
+            inbox.put_nowait(message)
+
+    def _drop_idle(self) -> None:
+        cutoff = time.monotonic() - self.expiry
+        for channel in [c for c, since in self._idle_since.items() if since < cutoff]:
+            del self._idle_since[channel]
+            self._inboxes.pop(channel, None)
+
+    async def _receive_shared(self, channel: str) -> dict:
         inner = asyncio.ensure_future(super().receive(channel))
         try:
             return await asyncio.shield(inner)

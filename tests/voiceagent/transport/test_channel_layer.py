@@ -71,3 +71,31 @@ async def test_a_cancelled_receive_ends_and_the_channel_still_gets_later_message
     assert (await asyncio.wait_for(layer.receive(channels[0]), 10))["type"] == "after.cancel"
     await layer.flush()
     await layer.close_pools()
+
+
+@pytest.mark.redis
+async def test_a_consumer_going_away_never_loses_a_message_meant_for_another():
+    """Channels cancels a closing consumer's receive. When that receive was the one blocked in the
+    process channel's BZPOPMIN, a message Redis had just popped for another consumer of the same
+    process went with it (channels-redis moves it to its backup queue only after the pop returns):
+    a dashboard missed a relayed event when another dashboard on its worker closed."""
+    layer = RedisChannelLayer(hosts=["redis://127.0.0.1:6379/0"], prefix=f"cl-{uuid.uuid4().hex[:8]}")
+    lost = 0
+    for i in range(20):
+        closing, staying = await layer.new_channel(), await layer.new_channel()
+        going = asyncio.ensure_future(layer.receive(closing))
+        await asyncio.sleep(0.05)  # it blocks in the process channel's BZPOPMIN
+        waiting = asyncio.ensure_future(layer.receive(staying))
+        await asyncio.sleep(0.05)
+        sending = asyncio.ensure_future(layer.send(staying, {"type": "relay.message", "n": i}))
+        await asyncio.sleep((i % 5) * 0.0005)
+        going.cancel()  # the consumer closes as the message arrives
+        await sending
+        try:
+            assert (await asyncio.wait_for(waiting, 3))["n"] == i
+        except TimeoutError:
+            lost += 1
+        await asyncio.wait({going}, timeout=6)
+    assert lost == 0, f"{lost} of 20 messages lost"
+    await layer.flush()
+    await layer.close_pools()
