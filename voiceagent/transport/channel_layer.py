@@ -72,8 +72,8 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
     that key and files each message in its channel's inbox; a consumer's receive only waits on its
     inbox, and cancelling that loses nothing.
 
-    Inboxes whose consumer has stopped receiving are dropped after the layer's ``expiry`` (messages
-    older than that expire in Redis too); the reader ends when none is left, and honours a
+    An inbox whose consumer has not received for the layer's ``expiry`` is dropped (messages older
+    than that expire in Redis too); the reader ends when none is left, and honours a
     cancellation that redis-py lost at its next pop (at most :data:`READ_TIMEOUT_S`). A Redis error
     reaches the consumers waiting at that moment (as the library's receive raised it) and ends the
     reader; the next receive starts another. Other channels use the library's receive behind
@@ -98,11 +98,9 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
         self._waiting.add(channel)
         try:
             item = await inbox.get()
-        except asyncio.CancelledError:
-            self._idle_since[channel] = time.monotonic()
-            raise
-        finally:
+        finally:  # until its consumer receives again (a Channels consumer does after each message)
             self._waiting.discard(channel)
+            self._idle_since[channel] = time.monotonic()
         if isinstance(item, Exception):
             raise item
         return item
@@ -129,10 +127,11 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
                 for channel in self._waiting:
                     self._inboxes[channel].put_nowait(exc)
                 return
+            if raw is not None:
+                self._file(raw)
             if task is not None and task.cancelling():  # a cancellation redis-py swallowed
                 raise asyncio.CancelledError
             if raw is not None:
-                self._file(raw)
                 with contextlib.suppress(Exception):  # not lost: delivered again at worst
                     await self._clean_receive_backup(index, key)
             self._drop_idle()

@@ -99,3 +99,30 @@ async def test_a_consumer_going_away_never_loses_a_message_meant_for_another():
     assert lost == 0, f"{lost} of 20 messages lost"
     await layer.flush()
     await layer.close_pools()
+
+
+@pytest.mark.redis
+async def test_the_reader_ends_once_no_consumer_receives_and_a_message_waits_meanwhile():
+    """The process's reader keeps what arrives for a consumer between two receives, and ends by
+    itself (nothing left for shutdown to cancel) once every consumer stopped receiving for the
+    layer's ``expiry``."""
+    layer = RedisChannelLayer(
+        hosts=["redis://127.0.0.1:6379/0"], prefix=f"cl-{uuid.uuid4().hex[:8]}", expiry=1
+    )
+    channel = await layer.new_channel()
+    first = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.1)
+    first.cancel()
+    await layer.send(channel, {"type": "between.receives"})
+    await asyncio.sleep(0.3)  # filed by the reader while nobody receives
+    assert (await asyncio.wait_for(layer.receive(channel), 3))["type"] == "between.receives"
+
+    def readers() -> list[asyncio.Task]:
+        return [t for t in asyncio.all_tasks() if t.get_name() == "channel-layer-reader" and not t.done()]
+
+    assert readers()
+    async with asyncio.timeout(5):
+        while readers():
+            await asyncio.sleep(0.1)
+    await layer.flush()
+    await layer.close_pools()
