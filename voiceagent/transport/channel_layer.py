@@ -85,7 +85,7 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
         self._inboxes: dict[str, asyncio.Queue] = {}
         self._idle_since: dict[str, float] = {}  # channel -> when its consumer stopped receiving
         self._waiting: set[str] = set()
-        self._reader: asyncio.Task | None = None
+        self._readers: dict[str, asyncio.Task] = {}  # process key (``specific.<client>!``) -> reader
 
     async def receive(self, channel: str) -> dict:
         if "!" not in channel:
@@ -107,14 +107,16 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
 
     def _start_reader(self, process_channel: str) -> None:
         loop = asyncio.get_running_loop()
-        reader = self._reader
-        if reader is not None and reader.get_loop() is not loop:  # a new event loop (tests): start over
+        if any(r.get_loop() is not loop for r in self._readers.values()):  # a new event loop (tests)
+            self._readers.clear()
             self._inboxes.clear()
             self._idle_since.clear()
             self._waiting.clear()
-            reader = None
+        reader = self._readers.get(process_channel)
         if reader is None or reader.done():
-            self._reader = loop.create_task(self._read(process_channel), name="channel-layer-reader")
+            self._readers[process_channel] = loop.create_task(
+                self._read(process_channel), name="channel-layer-reader"
+            )
 
     async def _read(self, process_channel: str) -> None:
         index = self.consistent_hash(process_channel)
@@ -125,7 +127,8 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
                 raw = await self._brpop_with_clean(index, key, timeout=READ_TIMEOUT_S)
             except Exception as exc:  # Redis down: those waiting hear of it, as from the library
                 for channel in self._waiting:
-                    self._inboxes[channel].put_nowait(exc)
+                    if self.non_local_name(channel) == process_channel:
+                        self._inboxes[channel].put_nowait(exc)
                 return
             if raw is not None:
                 self._file(raw)

@@ -126,3 +126,17 @@ async def test_the_reader_ends_once_no_consumer_receives_and_a_message_waits_mea
             await asyncio.sleep(0.1)
     await layer.flush()
     await layer.close_pools()
+
+
+@pytest.mark.redis
+async def test_channels_of_another_prefix_have_their_own_reader():
+    layer = RedisChannelLayer(hosts=["redis://127.0.0.1:6379/0"], prefix=f"cl-{uuid.uuid4().hex[:8]}")
+    specific, other = await layer.new_channel(), await layer.new_channel(prefix="other")
+    receivers = [asyncio.ensure_future(layer.receive(c)) for c in (specific, other)]
+    await asyncio.sleep(0.1)
+    await layer.send(other, {"type": "to.other"})
+    await layer.send(specific, {"type": "to.specific"})
+    got = [m["type"] for m in await asyncio.wait_for(asyncio.gather(*receivers), 5)]
+    assert got == ["to.specific", "to.other"]
+    await layer.flush()
+    await layer.close_pools()
