@@ -189,8 +189,11 @@ class Conversation(CascadeListening, ConversationCore):
         pending = self._take_pending()
         if pending is not None:
             self._commit(pending, now)
-        heard = speaker is not None and (bool(speaker.spoken) or speaker.played_by(now))
-        if heard and speaker is not None and (pending is None or pending[2] is not speaker):
+        if (
+            speaker is not None
+            and (speaker.spoken or speaker.played_by(now))
+            and (pending is None or pending[2] is not speaker)
+        ):
             # interrupted while still streaming (maybe still in its first clause): what was played
             # so far is what the caller heard
             self._commit((rid or 0, self._agent_name(), speaker), now)

@@ -86,6 +86,7 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
         self._idle_since: dict[str, float] = {}  # channel -> when its consumer stopped receiving
         self._waiting: set[str] = set()
         self._readers: dict[str, asyncio.Task] = {}  # process key (``specific.<client>!``) -> reader
+        self._swept = 0.0  # when idle inboxes were last looked for (at most once a second)
 
     async def receive(self, channel: str) -> dict:
         if "!" not in channel:
@@ -152,7 +153,11 @@ class RedisChannelLayer(_LibraryRedisChannelLayer):
             inbox.put_nowait(message)
 
     def _drop_idle(self) -> None:
-        cutoff = time.monotonic() - self.expiry
+        now = time.monotonic()
+        if now - self._swept < 1.0:  # not a scan of every inbox per relayed message
+            return
+        self._swept = now
+        cutoff = now - self.expiry
         for channel in [c for c, since in self._idle_since.items() if since < cutoff]:
             del self._idle_since[channel]
             self._inboxes.pop(channel, None)
