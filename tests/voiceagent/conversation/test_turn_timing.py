@@ -96,7 +96,8 @@ async def test_cascade_barge_in_is_timed_on_the_interrupted_turn():
         await asyncio.sleep(0.25)  # some words are heard
         h.speak(speech_frames=20)  # the caller talks over the agent (longer than MIN_INTERRUPTION_MS)
         await h.until(lambda h: h.of("StopAudio") and len(assistant_turns(h.store)) == 2)
-    greeting, interrupted = assistant_turns(h.store)
+    # [:2]: the answer to "wait a moment" may have begun as the harness closed (then kept as "…")
+    greeting, interrupted = assistant_turns(h.store)[:2]
     assert interrupted.content.endswith("…") and isinstance(interrupted.latency_ms["barge_in"], float)
     assert greeting.latency_ms["barge_in"] is None
     assert interrupted.latency_ms["end_to_first_audio"] is not None

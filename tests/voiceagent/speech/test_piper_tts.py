@@ -91,7 +91,8 @@ async def test_rate_and_voice_selection():
     try:
         fast = await _speak(tts, TEXT, VoiceSpec(rate="+50%"))
         slow = await _speak(tts, TEXT, VoiceSpec(name=str(default.model), rate="-25%"))
-        assert len(slow) > 1.5 * len(fast)  # length_scale 1.33 vs 0.67
+        # length_scale 1.33 vs 0.67; the leading and trailing silence does not scale: measured 1.50-1.54
+        assert len(slow) > 1.4 * len(fast)
         assert tts.pool.in_use == 0
     finally:
         await tts.close()
