@@ -6,6 +6,9 @@ validate input (unknown fields are rejected so a typo never silently does nothin
 
 from __future__ import annotations
 
+import inspect
+
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -14,7 +17,12 @@ from voiceagent.conversation.session import SESSION_ID_RE
 
 
 class StrictSerializer(serializers.Serializer):
-    """Rejects fields it does not declare."""
+    """Rejects fields it does not declare, and a value of another JSON type than its field's (DRF
+    would take ``0`` for the text ``"0"``, ``false`` for the number 0 and ``"5"`` for 5): the body
+    must be what the OpenAPI schema says.
+    ``min_fields``: the least number of fields a body must send (the schema's ``minProperties``)."""
+
+    min_fields = 0
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):
@@ -22,7 +30,55 @@ class StrictSerializer(serializers.Serializer):
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
             raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        wrong = {name: _json_type_error(self.fields[name], value) for name, value in data.items()}
+        if any(wrong.values()):
+            raise serializers.ValidationError({name: [why] for name, why in wrong.items() if why})
         return super().to_internal_value(data)
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):
+    """In the OpenAPI schema, a strict request body says so: no other property
+    (``additionalProperties: false``) and at least ``min_fields`` of them."""
+
+    target_class = StrictSerializer
+    match_subclasses = True
+
+    @property
+    def target_type(self) -> type:
+        return self.target if inspect.isclass(self.target) else type(self.target)
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        own = inspect.getdoc(self.target) if "__doc__" in vars(self.target_type) else None
+        if own:  # the body's own docstring, not StrictSerializer's inherited one
+            schema["description"] = own
+        else:
+            schema.pop("description", None)
+        schema["additionalProperties"] = False
+        if self.target.min_fields:
+            schema["minProperties"] = self.target.min_fields
+        return schema
+
+
+def _json_type_error(field: serializers.Field, value) -> str | None:
+    """What is wrong with the JSON type of ``value`` for ``field`` (None: nothing). ``None`` is left
+    to the field's own ``allow_null``; lists and maps are checked item by item."""
+    if value is None:
+        return None
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        return next(filter(None, (_json_type_error(field.child, v) for v in value)), None)
+    if isinstance(field, serializers.DictField) and isinstance(value, dict):
+        return next(filter(None, (_json_type_error(field.child, v) for v in value.values())), None)
+    if isinstance(field, serializers.CharField) and not isinstance(value, str):
+        return "Expected a string."
+    if isinstance(field, serializers.BooleanField) and not isinstance(value, bool):
+        return "Expected true or false."
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(field, serializers.IntegerField) and not (number and float(value).is_integer()):
+        return "Expected an integer."
+    if isinstance(field, serializers.FloatField) and not number:
+        return "Expected a number."
+    return None
 
 
 def session_id_field(required: bool = True, **kwargs) -> serializers.RegexField:
@@ -35,26 +91,30 @@ def session_id_field(required: bool = True, **kwargs) -> serializers.RegexField:
     )
 
 
-class TurnTakingSerializer(serializers.Serializer):
+class TurnTakingSerializer(StrictSerializer):
     """An agent's turn-taking overrides: every key optional, an absent one follows the global
-    setting of the same name in capitals (MIN_INTERRUPTION_MS, ...)."""
+    setting of the same name in capitals (MIN_INTERRUPTION_MS, ...), as does one sent as null.
+    Only describes the section in the schema: :class:`TurnTakingField` checks it."""
 
     min_interruption_ms = serializers.IntegerField(
         min_value=tt.INTEGER_RANGES["min_interruption_ms"][0],
         max_value=tt.INTEGER_RANGES["min_interruption_ms"][1],
         required=False,
+        allow_null=True,
         help_text="speech over the agent shorter than this does not stop it",
     )
     endpointing_max_ms = serializers.IntegerField(
         min_value=tt.INTEGER_RANGES["endpointing_max_ms"][0],
         max_value=tt.INTEGER_RANGES["endpointing_max_ms"][1],
         required=False,
+        allow_null=True,
         help_text="silence that ends a turn stopping on an unfinished clause or a number",
     )
     filler_after_ms = serializers.IntegerField(
         min_value=tt.INTEGER_RANGES["filler_after_ms"][0],
         max_value=tt.INTEGER_RANGES["filler_after_ms"][1],
         required=False,
+        allow_null=True,
         help_text="a tool still running after this long: the agent says a filler (0 = never)",
     )
     fillers = serializers.ListField(
@@ -62,32 +122,42 @@ class TurnTakingSerializer(serializers.Serializer):
         min_length=1,
         max_length=tt.MAX_FILLERS,
         required=False,
+        allow_null=True,
         help_text="the agent's filler lines, said in turn",
     )
     reprompt_after_s = serializers.FloatField(
         min_value=tt.NUMBER_RANGES["reprompt_after_s"][0],
         max_value=tt.NUMBER_RANGES["reprompt_after_s"][1],
         required=False,
+        allow_null=True,
         help_text="caller silent this long after the agent spoke: it re-prompts (0 = never)",
     )
     max_reprompts = serializers.IntegerField(
         min_value=tt.INTEGER_RANGES["max_reprompts"][0],
         max_value=tt.INTEGER_RANGES["max_reprompts"][1],
         required=False,
+        allow_null=True,
         help_text="re-prompts in a row before the goodbye",
     )
-    reprompt = serializers.CharField(max_length=tt.MAX_LINE_CHARS, required=False)
+    reprompt = serializers.CharField(max_length=tt.MAX_LINE_CHARS, required=False, allow_null=True)
     goodbye = serializers.CharField(
-        max_length=tt.MAX_LINE_CHARS, required=False, help_text="said after the last re-prompt"
+        max_length=tt.MAX_LINE_CHARS,
+        required=False,
+        allow_null=True,
+        help_text="said after the last re-prompt",
     )
     max_conversation_s = serializers.FloatField(
         min_value=tt.NUMBER_RANGES["max_conversation_s"][0],
         max_value=tt.NUMBER_RANGES["max_conversation_s"][1],
         required=False,
+        allow_null=True,
         help_text="the conversation's length bound (0 = unbounded)",
     )
     time_limit_line = serializers.CharField(
-        max_length=tt.MAX_LINE_CHARS, required=False, help_text="said when the bound is reached"
+        max_length=tt.MAX_LINE_CHARS,
+        required=False,
+        allow_null=True,
+        help_text="said when the bound is reached",
     )
 
 
@@ -117,6 +187,7 @@ class TurnTakingField(serializers.Field):
 
 
 class RuntimeSettingsSerializer(StrictSerializer):
+    min_fields = 1  # a PUT that changes nothing is a mistake: 400 "Nothing to update"
     model = serializers.CharField(max_length=100, required=False, allow_null=True)
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False, allow_null=True)
     top_p = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
@@ -141,7 +212,12 @@ class AgentCreateSerializer(RuntimeSettingsSerializer):
         error_messages={"invalid": "letters, digits, _ and -, starting with a letter"},
     )
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
-    prompt = serializers.CharField(max_length=20000, allow_blank=True, trim_whitespace=False)
+    prompt = serializers.RegexField(  # some text besides whitespace
+        r"\S",
+        max_length=20000,
+        trim_whitespace=False,
+        error_messages={"invalid": "must not be empty", "blank": "must not be empty"},
+    )
     tools = serializers.ListField(child=serializers.CharField(max_length=128), max_length=64, default=list)
     handoff_trigger = serializers.RegexField(r"^[A-Za-z0-9_-]{1,64}$", required=False, allow_null=True)
     return_greeting = serializers.CharField(max_length=2000, required=False, allow_blank=True)

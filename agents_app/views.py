@@ -27,11 +27,17 @@ from agents_app.catalog import (
 )
 from agents_app.definitions import parse_agent, validate_scenario
 from agents_app.models import RUNTIME_FIELDS, Agent, DemoProfile
-from voiceagent.conversation.session import SessionState, valid_session_id
+from voiceagent.conversation.session import SESSION_ID_RE, SessionState, valid_session_id
 from voiceagent.conversation.specs import AgentSpec, ScenarioSpec
 from voiceagent.errors import ApiError
 
-SESSION_PARAM = OpenApiParameter("session_id", str, description="include this session's own agents/scenarios")
+SESSION_ID_SCHEMA = {"type": "string", "pattern": SESSION_ID_RE.pattern, "maxLength": 128}
+SESSION_PARAM = OpenApiParameter(
+    "session_id",
+    {**SESSION_ID_SCHEMA, "pattern": SESSION_ID_RE.pattern.replace("{1,128}", "{0,128}")},
+    description="include this session's own agents/scenarios (empty: none)",
+)
+SESSION_PATH = OpenApiParameter("session_id", SESSION_ID_SCHEMA, OpenApiParameter.PATH)
 DEFAULT_SCENARIO = "default"
 
 
@@ -286,7 +292,12 @@ def _check_session_id(session_id: str) -> None:
 
 
 class SessionDetailView(APIView):
-    @extend_schema(responses=s.SessionSerializer, tags=["sessions"], summary="Session state and history")
+    @extend_schema(
+        parameters=[SESSION_PATH],
+        responses=s.SessionSerializer,
+        tags=["sessions"],
+        summary="Session state and history",
+    )
     def get(self, request, session_id: str):
         _check_session_id(session_id)
         body = sessions.session_body(session_id)
@@ -298,6 +309,7 @@ class SessionDetailView(APIView):
 class SessionResetView(APIView):
     @extend_schema(
         request=None,
+        parameters=[SESSION_PATH],
         responses={201: s.SessionResetSerializer},
         tags=["sessions"],
         summary="Start a fresh session on the same scenario",
@@ -354,7 +366,8 @@ class ProfileGenerateView(APIView):
     def post(self, request):
         from agents_app.profiles import PROFILE_TTL_SECONDS, generate_profile, profile_memory
 
-        data = _validated(s.ProfileRequestSerializer, request.data if request.data else {})
+        body_sent = request.META.get("CONTENT_LENGTH") not in (None, "", "0")
+        data = _validated(s.ProfileRequestSerializer, request.data if body_sent else {})  # none: defaults
         profile = generate_profile(seed=data.get("seed"), scenario=data.get("scenario") or "banking")
         expires = timezone.now() + dt.timedelta(seconds=PROFILE_TTL_SECONDS)
         session_id = data.get("session_id")

@@ -44,6 +44,7 @@ DEFAULT_SCENARIO = "default"
 CALLBACK_PATH = "/api/v1/calls/callbacks"
 MEDIA_PATH = "/api/v1/media/stream"
 MAX_PAGE_SIZE = 100
+MAX_PAGE = 1_000_000
 MAX_EVENTS = 100
 ANSWERED_KEY = "calls:answered:{}"  # sha256 of the incoming call context -> connection id
 ANSWERED_TTL_S = 3600  # Event Grid retries for up to a day, but an unanswered call is long gone
@@ -247,8 +248,16 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 class CallListView(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("page", int, description="1-based page number (default 1)"),
-            OpenApiParameter("page_size", int, description=f"calls per page, 1-{MAX_PAGE_SIZE} (default 20)"),
+            OpenApiParameter(
+                "page",
+                {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+                description="1-based page number (default 1)",
+            ),
+            OpenApiParameter(
+                "page_size",
+                {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
+                description=f"calls per page, 1-{MAX_PAGE_SIZE} (default 20)",
+            ),
             OpenApiParameter("status", str, enum=list(STATUSES), description="only calls in this status"),
         ],
         responses={200: s.CallListSerializer, **ERRORS},
@@ -257,7 +266,7 @@ class CallListView(APIView):
         summary="Active and recent calls, newest first",
     )
     def get(self, request):
-        page = _int_param(request, "page", 1, 1, 1_000_000)
+        page = _int_param(request, "page", 1, 1, MAX_PAGE)
         page_size = _int_param(request, "page_size", 20, 1, MAX_PAGE_SIZE)
         status = request.query_params.get("status") or None
         if status is not None and status not in STATUSES:

@@ -11,6 +11,8 @@ from rest_framework import serializers
 from agents_app.serializers import StrictSerializer
 from mcp_app.security import NAME_RE, NAME_RULE
 
+TRANSPORTS = "streamable-http, http, sse or stdio"
+
 
 def name_field(**kwargs) -> serializers.RegexField:
     return serializers.RegexField(
@@ -39,10 +41,12 @@ class ServerRequestSerializer(StrictSerializer):
 
     name = name_field()
     url = serializers.CharField(max_length=4096, required=False, allow_blank=True, default="")
-    transport = serializers.CharField(
+    transport = serializers.ChoiceField(
+        choices=["streamable-http", "http", "sse", "stdio"],
         required=False,
         allow_null=True,
-        max_length=20,
+        allow_blank=True,
+        error_messages={"invalid_choice": f"Invalid transport '{{input}}': use {TRANSPORTS}."},
         help_text="`streamable-http`, `http` (stored as `streamable-http`), `sse` or `stdio`; omitted: try "
         "streamable HTTP, then SSE",
     )
@@ -68,7 +72,11 @@ class TestRequestSerializer(ServerRequestSerializer):
 
 class OAuthStartSerializer(StrictSerializer):
     name = name_field()
-    url = serializers.CharField(max_length=4096)
+    url = serializers.RegexField(
+        r"^[Hh][Tt][Tt][Pp][Ss]?://",
+        max_length=4096,
+        error_messages={"invalid": "url must start with http:// or https://."},
+    )
     oauth = OAuthConfigSerializer()
     redirect_uri = serializers.CharField(max_length=2048)
     transport = serializers.ChoiceField(

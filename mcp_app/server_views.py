@@ -259,7 +259,12 @@ class ServerTestView(APIView):
             return outcome(kind, error=exc.message)
         return outcome("healthy" if tools else "connected", tools=tools, transport=transport)
 
-    @extend_schema(exclude=True)
+    @extend_schema(
+        responses={200: s.RemoveResponseSerializer, 400: s.ErrorSerializer, 404: s.ErrorSerializer},
+        tags=TAGS,
+        operation_id="mcp_servers_remove_test",
+        summary="Remove the server named `test` (this path shadows /mcp/servers/{name} for it)",
+    )
     def delete(self, request):
         """``DELETE /mcp/servers/test`` removes a server NAMED ``test`` (this route shadows it)."""
         return ServerDetailView.as_view()(request._request, name="test")

@@ -245,6 +245,10 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # several endpoints have a `status` with their own choices: name the ones that would collide
     "ENUM_NAME_OVERRIDES": {"CheckStatusEnum": ["healthy", "unhealthy", "not_configured"]},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "voiceagent.schema.document_common_answers",
+    ],
 }
 
 # --- logging ------------------------------------------------------------------------------------

@@ -105,6 +105,32 @@ def test_put_agent_bad_values_400(api_client, loaded, payload):
     assert "detail" in response.json()
 
 
+@pytest.mark.parametrize(
+    "payload, field",
+    [
+        ({"top_p": False}, "top_p"),  # DRF alone read false as 0.0
+        ({"max_tokens": "5"}, "max_tokens"),  # and "5" as 5
+        ({"temperature": "0.5"}, "temperature"),
+        ({"model": 7}, "model"),  # and 7 as "7"
+        ({"max_tokens": 1.5}, "max_tokens"),
+    ],
+)
+def test_put_agent_refuses_a_value_of_another_json_type(api_client, loaded, payload, field):
+    """The body is what the OpenAPI schema says: a value of another JSON type is a 400 naming the
+    field, never coerced into a setting the caller did not send."""
+    response = api_client.put("/api/v1/agents/concierge", payload, format="json")
+    assert response.status_code == 400, response.json()
+    assert field in response.json()["errors"]
+
+
+def test_profile_body_must_be_an_object_with_text_ids(api_client, loaded):
+    null_body = api_client.post("/api/v1/profiles/generate", "null", content_type="application/json")
+    assert null_body.status_code == 400 and "detail" in null_body.json()
+    number_id = api_client.post("/api/v1/profiles/generate", {"session_id": 0}, format="json")
+    assert number_id.status_code == 400 and "session_id" in number_id.json()["errors"]
+    assert api_client.post("/api/v1/profiles/generate").status_code == 201  # no body: the defaults
+
+
 def test_put_unknown_agent_404(api_client, loaded):
     assert api_client.put("/api/v1/agents/ghost", {"temperature": 1}, format="json").status_code == 404
 

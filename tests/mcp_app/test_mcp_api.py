@@ -177,6 +177,20 @@ def test_connection_test_reports_in_the_body(api_client, manager, http_peer):
     assert bad_url["status"] == "error" and "http" in bad_url["error"]
 
 
+def test_connection_test_refuses_what_its_schema_refuses(api_client, manager):
+    """An unknown transport or a header value that is not text is bad input (400), as the OpenAPI
+    schema says, not a test that "failed" with 200."""
+    bad_transport = post(
+        api_client, "/mcp/servers/test", {"name": "probe", "url": dead_url(), "transport": "0"}
+    )
+    assert bad_transport.status_code == 400 and "transport" in bad_transport.json()["errors"]
+    assert "streamable-http, http, sse or stdio" in bad_transport.json()["detail"]
+    bad_header = post(
+        api_client, "/mcp/servers/test", {"name": "probe", "url": dead_url(), "headers": {"X": 1}}
+    )
+    assert bad_header.status_code == 400 and "headers" in bad_header.json()["errors"]
+
+
 def test_connection_test_of_a_server_refusing_us_is_unhealthy(api_client, manager, oauth_peer):
     body = post(api_client, "/mcp/servers/test", {"name": "probe", "url": oauth_peer.url}).json()
     assert body["status"] == "unhealthy" and "401" in body["error"] and body["connected"] is False
@@ -274,4 +288,6 @@ def test_openapi_documents_the_mcp_endpoints(api_client):
         "/api/v1/mcp/oauth/status/{name}",
     ):
         assert path in paths, path
-    assert "delete" not in paths["/api/v1/mcp/servers/test"]
+    # the route shadows /mcp/servers/{name} for a server named "test": documented as what it does
+    # (it answers, and OPTIONS advertises it in Allow)
+    assert "named `test`" in paths["/api/v1/mcp/servers/test"]["delete"]["summary"]
