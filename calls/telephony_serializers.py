@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agents_app.serializers import StrictSerializer
+from agents_app.strict_bodies import StrictSerializer
 from calls.models import DIRECTIONS, MODES, STATUSES
 
 PHONE_NUMBER_RE = r"^\+[0-9]{8,15}\Z"

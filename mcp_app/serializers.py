@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agents_app.serializers import StrictSerializer
+from agents_app.strict_bodies import StrictSerializer
 from mcp_app.security import NAME_RE, NAME_RULE
 
 TRANSPORTS = "streamable-http, http, sse or stdio"
