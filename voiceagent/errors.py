@@ -79,7 +79,10 @@ def api_exception_handler(exc, context):
         body = {"detail": str(exc.detail)}
         if exc.errors:
             body["errors"] = exc.errors
-        return Response(body, status=exc.status_code)
+        response = Response(body, status=exc.status_code)
+        if exc.status_code >= 500:
+            _log_refusal(context.get("request"), response, body["detail"])
+        return response
     if isinstance(exc, RequestDataTooBig):
         return Response({"detail": too_large_detail()}, status=413)
     if isinstance(exc, SuspiciousOperation):
@@ -97,6 +100,25 @@ def api_exception_handler(exc, context):
         request = context.get("request")
         return unavailable_response(exc, getattr(request, "_request", request), Response)
     return None  # unhandled -> Django's handler500 (json_500)
+
+
+def _log_refusal(request, response: Response, detail: str) -> None:
+    """A 5xx the service chose to answer (a provider failed: 502; not configured: 503) is one
+    WARNING line with its reason: Django's request logger would log it again at ERROR, as if it
+    were an incident of ours (``log_response`` marks it logged)."""
+    request = getattr(request, "_request", request)
+    if request is not None:
+        log_response(
+            "%s %s: %s, %s",
+            request.method,
+            request.path,
+            response.status_code,
+            detail,
+            response=response,
+            request=request,
+            logger=logger,
+            level="warning",
+        )
 
 
 def store_name(exc: BaseException) -> str:

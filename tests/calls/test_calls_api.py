@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import socket
 
 import pytest
@@ -207,9 +208,14 @@ def test_initiate_form_body_is_415(api_client, telephony):
     assert_error(response, 415)
 
 
-def test_initiate_without_telephony_is_503(api_client, no_telephony):
-    body = assert_error(post(api_client, "/api/v1/calls/initiate", {"phone_number": TARGET}), 503)
+def test_initiate_without_telephony_is_503(api_client, no_telephony, caplog):
+    with caplog.at_level(logging.INFO):
+        body = assert_error(post(api_client, "/api/v1/calls/initiate", {"phone_number": TARGET}), 503)
     assert "TELEPHONY_ENDPOINT" in body["detail"]
+    # an answer the service chose, not an incident: one WARNING with the reason, no ERROR
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == [
+        ("WARNING", f"POST /api/v1/calls/initiate: 503, {body['detail']}")
+    ]
     # input is still validated first
     assert_error(post(api_client, "/api/v1/calls/initiate", {"phone_number": "nope"}), 400)
 
