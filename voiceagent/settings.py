@@ -244,7 +244,10 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
     # several endpoints have a `status` with their own choices: name the ones that would collide
-    "ENUM_NAME_OVERRIDES": {"CheckStatusEnum": ["healthy", "unhealthy", "not_configured"]},
+    "ENUM_NAME_OVERRIDES": {
+        "CheckStatusEnum": ["healthy", "unhealthy", "not_configured"],
+        "McpServerTransportEnum": ["streamable-http", "http", "sse", "stdio"],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "voiceagent.schema.document_common_answers",
