@@ -8,6 +8,7 @@ import secrets
 
 import pytest
 from deployments import RUN, UVICORN, Deployment, start
+from hostile import Bystander
 from peers import Peers
 
 
@@ -33,3 +34,13 @@ def deployment(request, peers, tmp_path_factory) -> Deployment:
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture
+def bystander(deployment: Deployment):
+    """Another caller's browser conversation, open for the whole test (hostile.Bystander)."""
+    caller = Bystander(f"{deployment.ws}/browser/conversation?api_key={deployment.api_key}")
+    try:
+        yield caller
+    finally:
+        caller.close()

@@ -12,15 +12,13 @@ another caller, open the whole time, answers as before, and the server logs no e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import threading
-import time
 
 import pytest
 import websockets
 from deployments import Deployment, assert_log_clean
-from hypothesis import HealthCheck, given, settings
+from hostile import ANY_JSON, FUZZ_SETTINGS, LEAF, Bystander
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 
@@ -36,16 +34,6 @@ DOCUMENTED_ERRORS = {  # docs/api.md, browser conversation: error codes a client
 DOCUMENTED_CLOSES = {1000, 1007, 1008, 1009}  # 1011 would be a failure of ours
 QUIET_S = 0.3  # a socket with nothing more to say after the batch
 
-LEAF = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=40)
-)
-ANY_JSON = st.recursive(
-    LEAF, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-)
 NEAR_VALID = {  # values close to valid ones, so that the fuzz reaches past the first checks
     "sample_rate": st.sampled_from([0, 8000, 16000, 44100, -1, 2**40, "16000", 16000.5]),
     "output_sample_rate": st.sampled_from([0, 16000, 24000, 7, "24000"]),
@@ -91,54 +79,6 @@ BATCH = st.tuples(st.lists(MESSAGE, min_size=1, max_size=6), st.sampled_from([Fa
 )
 
 
-class Bystander:
-    """Another caller's conversation, open on its own thread and loop while the fuzz runs: it must
-    keep answering, and receive no error meant for nobody."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self.received: list[dict] = []
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.ws = self._run(self._connect())
-        self.reader = asyncio.run_coroutine_threadsafe(self._read(), self.loop)
-
-    async def _connect(self):
-        return await websockets.connect(self.url, max_queue=None, open_timeout=30)
-
-    def _run(self, coro, timeout: float = 60.0):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    async def _read(self) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            async for raw in self.ws:
-                if isinstance(raw, str):
-                    self.received.append(json.loads(raw))
-
-    def answers(self, text: str, timeout: float = 30.0) -> bool:
-        """Whether a typed ``text`` gets a final response within ``timeout``."""
-        before = len(self.received)
-        self._run(self.ws.send(json.dumps({"type": "text", "payload": {"text": text}})))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(m.get("type") == "response" and m["payload"].get("final") for m in self.received[before:]):
-                return True
-            time.sleep(0.05)
-        return False
-
-    def errors(self) -> list[dict]:
-        return [m for m in self.received if m.get("type") == "error"]
-
-    def close(self) -> None:
-        if not self.thread.is_alive():
-            return
-        with contextlib.suppress(Exception):
-            self._run(self.ws.close(), timeout=10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
-
 async def _exchange(url: str, batch: list[str | bytes]) -> tuple[list[dict], int | None, str]:
     """Send ``batch`` on a new socket; (messages received, close code or None, close reason)."""
     received: list[dict] = []
@@ -158,15 +98,6 @@ async def _exchange(url: str, batch: list[str | bytes]) -> tuple[list[dict], int
     return received, code, reason
 
 
-@pytest.fixture
-def bystander(deployment: Deployment):
-    caller = Bystander(f"{deployment.ws}/browser/conversation?api_key={deployment.api_key}")
-    try:
-        yield caller
-    finally:
-        caller.close()
-
-
 def test_hostile_messages_are_answered_as_documented_and_touch_no_one_else(
     deployment: Deployment, bystander: Bystander
 ):
@@ -174,13 +105,7 @@ def test_hostile_messages_are_answered_as_documented_and_touch_no_one_else(
     assert bystander.answers("hello"), bystander.received
     seen: dict[str, int] = {}
 
-    @settings(
-        max_examples=80,
-        deadline=None,
-        derandomize=True,  # the same messages on every run: a failure reproduces
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-        database=None,
-    )
+    @settings(FUZZ_SETTINGS, max_examples=80)
     @given(BATCH)
     def fuzz(batch: list[str | bytes]) -> None:
         received, code, reason = asyncio.run(_exchange(url, batch))
