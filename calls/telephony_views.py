@@ -258,7 +258,9 @@ class CallListView(APIView):
                 {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
                 description=f"calls per page, 1-{MAX_PAGE_SIZE} (default 20)",
             ),
-            OpenApiParameter("status", str, enum=list(STATUSES), description="only calls in this status"),
+            OpenApiParameter(
+                "status", str, enum=[*STATUSES, ""], description="only calls in this status (empty: all)"
+            ),
         ],
         responses={200: s.CallListSerializer, **ERRORS},
         tags=TAGS,
