@@ -43,7 +43,7 @@ from voiceagent.conversation.providers import (
     TTSProvider,
 )
 from voiceagent.conversation.session import Turn
-from voiceagent.conversation.speaker import Speaker
+from voiceagent.conversation.speaker import Speaker, SpeechPace
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.text import ClauseSplitter
 
@@ -91,6 +91,7 @@ class Conversation(CascadeListening, ConversationCore):
         self.stt, self.tts, self.chat, self.vad = stt, tts, chat, vad
         self._response_task: asyncio.Task | None = None
         self._speaker: Speaker | None = None
+        self._pace = SpeechPace()  # the voice's pace, measured on what it played (see Speaker)
         self._pending: tuple[int, str, Speaker] | None = None  # assistant speech to commit once played
         self._held: Speaker | None = None  # an answer stopped by the caller, not abandoned yet
         self._current_agent: AgentSpec | None = None
@@ -227,7 +228,7 @@ class Conversation(CascadeListening, ConversationCore):
     def _new_response(self) -> tuple[int, Speaker]:
         rid = next(self._rids)
         self.active_rid = rid
-        speaker = self._speaker = Speaker(self, rid, self.clock.current())
+        speaker = self._speaker = Speaker(self, rid, self.clock.current(), self._pace)
         return rid, speaker
 
     async def _speak_line(self, text: str, agent: AgentSpec) -> None:

@@ -56,11 +56,32 @@ class Spoken:
     note: bool = False
 
 
+DEFAULT_CHARS_PER_S = 14.0  # ~150 words a minute, until a conversation's own pace is measured
+
+
+@dataclass
+class SpeechPace:
+    """How fast a conversation's voice speaks, measured on the clauses it played: the length of a
+    clause still being synthesised (unknown until its synthesis ends) is estimated with it."""
+
+    chars: int = 0
+    seconds: float = 0.0
+
+    def add(self, chars: int, seconds: float) -> None:
+        if seconds > 0:
+            self.chars += chars
+            self.seconds += seconds
+
+    def chars_per_s(self) -> float:
+        return self.chars / self.seconds if self.seconds >= 1.0 else DEFAULT_CHARS_PER_S
+
+
 class Speaker:
     """Synthesises clauses in order for one response; tracks what is played when (playback clock)."""
 
-    def __init__(self, conv: SpeakerHost, rid: int, timing: TurnTiming):
+    def __init__(self, conv: SpeakerHost, rid: int, timing: TurnTiming, pace: SpeechPace | None = None):
         self.conv = conv
+        self.pace = pace if pace is not None else SpeechPace()
         self.rid = rid
         self.timing = timing  # the turn this response belongs to (synthesis marks and usage)
         self.queue: asyncio.Queue[tuple[str, AgentSpec] | None] = asyncio.Queue(maxsize=32)
@@ -71,6 +92,7 @@ class Speaker:
         self.cut = False  # stopped before the end of its last clause
         self.first_audio: float | None = None  # when its first audio plays (loop time)
         self._current: tuple[str, AgentSpec] | None = None  # the clause being synthesised
+        self._current_start: float | None = None  # when its first audio plays (loop time)
         self._replay: list[tuple[str, AgentSpec]] = []  # clauses to say again on resume
         self._done = asyncio.get_running_loop().create_future()  # set when the last clause is out
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"tts-{rid}")
@@ -108,8 +130,12 @@ class Speaker:
             if words:  # the share of the interrupted clause the caller heard
                 heard.append(Spoken(" ".join(words), item.start, now, None))
         if self._current is not None:
+            words = self._current_heard(now)
+            if words:  # the share of the clause still being synthesised the caller heard
+                heard.append(Spoken(" ".join(words), self._current_start or now, now, None))
             replay.append(self._current)
             self._current = None
+            self._current_start = None
         self.spoken = heard
         self._replay = replay + self._replay
         self.held = bool(self._replay) or not self._done.done()
@@ -143,7 +169,19 @@ class Speaker:
                     words.append(item.text)
                 continue
             words.extend(words_heard(item.text.split(), item.start, item.end, now))
+        words.extend(self._current_heard(now))
         return " ".join(words)
+
+    def _current_heard(self, now: float) -> list[str]:
+        """The words of the clause still being synthesised that played by ``now``: its length is
+        estimated at the conversation's pace (never shorter than the audio emitted so far), only
+        audio already emitted counts, and never the whole clause (the rest may be yet to come)."""
+        if self._current is None or self._current_start is None:
+            return []
+        text, start, emitted = self._current[0], self._current_start, self.conv.playback_end
+        words = text.split()
+        end = max(start + len(text) / self.pace.chars_per_s(), emitted)
+        return words_heard(words, start, end, min(now, emitted))[: len(words) - 1]
 
     def played_by(self, now: float) -> bool:
         """Had any of its audio started playing by ``now``? (Its first clause may still be being
@@ -188,7 +226,7 @@ class Speaker:
                         continue
                     began = conv.emit_audio(pcm, conv.tts.sample_rate, self.rid)
                     if start is None:  # once per clause; the marks keep the response's first
-                        start = began
+                        start = self._current_start = began
                         if self.first_audio is None:
                             self.first_audio = began
                         now = conv.loop_time()
@@ -198,6 +236,7 @@ class Speaker:
                 raise
             except Exception as exc:  # TTS failure: the text still goes out, audio stops
                 self._current = None
+                self._current_start = None
                 self.failed = True
                 await conv.emit(
                     Error(conv.session_id, code="tts_error", message=f"speech synthesis failed: {exc}")
@@ -205,7 +244,9 @@ class Speaker:
                 logger.warning("tts failed: %s", exc)
                 continue
             self._current = None
+            self._current_start = None
             if start is not None:
                 self.spoken.append(Spoken(text, start, conv.playback_end, agent))
+                self.pace.add(len(text), conv.playback_end - start)
             elif not self.failed:
                 self.spoken.append(Spoken(text, conv.loop_time(), conv.loop_time(), agent))

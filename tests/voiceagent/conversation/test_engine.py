@@ -162,6 +162,33 @@ async def test_barge_in_during_the_first_clause_still_keeps_the_turn_the_caller_
     assert turns[:3] == [("user", "tell me a story"), ("assistant", "…"), ("user", "stop")]
 
 
+async def test_a_first_clause_cut_mid_synthesis_keeps_the_words_heard_at_the_voices_pace():
+    """The clause being synthesised when the caller cuts in has no known length yet; its heard
+    words are estimated at the pace the voice kept on the clauses it played (here 100 ms a word),
+    never past the audio emitted, and the turn ends with an ellipsis."""
+    warmup = " ".join(f"word{i}" for i in range(10, 30)) + "."  # 2 s: the pace is measured
+    story = " ".join(f"word{i}" for i in range(30, 90)) + "."
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100, delay_s=0.1)  # streams in real time
+    async with Harness(script=[warmup, story], texts=["hello", "tell me a story", "stop"], tts=tts) as h:
+        await h.idle(timeout=10)
+        h.speak()
+        await asyncio.sleep(0.01)
+        await h.idle(timeout=10)
+        started = len(h.events)
+        h.speak()
+        await h.until(lambda h: len([e for e in h.events[started:] if e.kind == "Audio"]) >= 12, 10)
+        h.conv.push_audio(TONE, 16000)  # the caller talks over the agent, ~1.1 s into the story
+        await h.until(lambda h: h.of("StopAudio"))
+        h.speak(speech_frames=5)
+        await h.idle(timeout=10)
+    turns = [(t.role, t.content) for t in h.store.turns["s1"]][1:]  # after the greeting
+    assert [role for role, _ in turns[:5]] == ["user", "assistant", "user", "assistant", "user"]
+    assert turns[1][1] == warmup
+    heard = turns[3][1]
+    assert heard.startswith("word30 word31 word32 ") and heard.endswith(" …"), heard
+    assert 6 <= len(heard.split()) - 1 <= 14, heard  # ~11 words played, at 100 ms each
+
+
 async def test_barge_in_is_synchronous_with_the_frame():
     tts = InstantTTS(ms_per_word=200, chunk_ms=20)
     async with Harness(script=["one two three four five six"], texts=["go"], tts=tts) as h:
