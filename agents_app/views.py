@@ -366,8 +366,7 @@ class ProfileGenerateView(APIView):
     def post(self, request):
         from agents_app.profiles import PROFILE_TTL_SECONDS, generate_profile, profile_memory
 
-        body_sent = request.META.get("CONTENT_LENGTH") not in (None, "", "0")
-        data = _validated(s.ProfileRequestSerializer, request.data if body_sent else {})  # none: defaults
+        data = _validated(s.ProfileRequestSerializer, request.data)  # no body: {}, every default
         profile = generate_profile(seed=data.get("seed"), scenario=data.get("scenario") or "banking")
         expires = timezone.now() + dt.timedelta(seconds=PROFILE_TTL_SECONDS)
         session_id = data.get("session_id")

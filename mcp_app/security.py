@@ -41,11 +41,12 @@ _RESERVED_HEADERS = {
     "last-event-id",
 }
 TRANSPORT_ALIASES = {
-    "http": "streamable-http",
     "streamable-http": "streamable-http",
+    "http": "streamable-http",
     "sse": "sse",
     "stdio": "stdio",
 }
+TRANSPORTS = "streamable-http, http, sse or stdio"
 
 
 class InvalidServer(ValueError):
@@ -87,9 +88,7 @@ def normalize_transport(value: str | None) -> str | None:
         return None
     transport = TRANSPORT_ALIASES.get(str(value).strip().lower())
     if transport is None:
-        raise InvalidServer(
-            f"Invalid transport {value!r}: use streamable-http, http, sse or stdio.", "transport"
-        )
+        raise InvalidServer(f"Invalid transport {value!r}: use {TRANSPORTS}.", "transport")
     return transport
 
 

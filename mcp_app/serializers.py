@@ -9,9 +9,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from agents_app.strict_bodies import StrictSerializer
-from mcp_app.security import NAME_RE, NAME_RULE
-
-TRANSPORTS = "streamable-http, http, sse or stdio"
+from mcp_app.security import NAME_RE, NAME_RULE, TRANSPORT_ALIASES, TRANSPORTS
 
 
 def name_field(**kwargs) -> serializers.RegexField:
@@ -42,7 +40,7 @@ class ServerRequestSerializer(StrictSerializer):
     name = name_field()
     url = serializers.CharField(max_length=4096, required=False, allow_blank=True, default="")
     transport = serializers.ChoiceField(
-        choices=["streamable-http", "http", "sse", "stdio"],
+        choices=list(TRANSPORT_ALIASES),
         required=False,
         allow_null=True,
         allow_blank=True,

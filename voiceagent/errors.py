@@ -102,10 +102,10 @@ def api_exception_handler(exc, context):
     return None  # unhandled -> Django's handler500 (json_500)
 
 
-def _log_refusal(request, response: Response, detail: str) -> None:
-    """A 5xx the service chose to answer (a provider failed: 502; not configured: 503) is one
-    WARNING line with its reason: Django's request logger would log it again at ERROR, as if it
-    were an incident of ours (``log_response`` marks it logged)."""
+def _log_refusal(request, response: HttpResponse, detail: str) -> None:
+    """A 5xx the service chose to answer (a provider failed: 502; not configured or a store down:
+    503) is one WARNING line with its reason: Django's request logger would log it again at ERROR,
+    as if it were an incident of ours (``log_response`` marks it logged)."""
     request = getattr(request, "_request", request)
     if request is not None:
         log_response(
@@ -132,18 +132,7 @@ def unavailable_response(exc: BaseException, request, response_class=JsonRespons
     body = {"detail": f"The {store} is unavailable; try again in a few seconds."}
     response = response_class(body, status=503)
     response["Retry-After"] = str(RETRY_AFTER_S)
-    if request is not None:
-        why = f"{store} unavailable ({type(exc).__name__}: {str(exc).strip()[:200]})"
-        log_response(
-            "%s %s: 503, %s",
-            request.method,
-            request.path,
-            why,
-            response=response,
-            request=request,
-            logger=logger,
-            level="warning",
-        )
+    _log_refusal(request, response, f"{store} unavailable ({type(exc).__name__}: {str(exc).strip()[:200]})")
     return response
 
 

@@ -14,7 +14,7 @@ COMMON_ANSWERS = {  # status: (when it applies, description)
     "400": ("input", "Invalid request: `detail` says what is wrong (`errors`, where given, per field)."),
     "401": ("secured", "No valid API key (`Authorization: Bearer <key>` or `X-API-Key`)."),
     "404": ("path", "Nothing of that name or id (`detail` says which)."),
-    "413": ("body", "Request body larger than the limit (1 MiB)."),
+    "413": ("body", "Request body too large (`DATA_UPLOAD_MAX_MEMORY_SIZE`)."),
 }
 
 
