@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import numpy as np
 import soxr
 import websockets
@@ -387,6 +388,18 @@ async def run_phase(base: str, clips: dict[str, list[Clip]], jobs: list[tuple[in
     return [t for turns in results for t in turns]
 
 
+def settle(port: int, timeout: float = 10.0) -> None:
+    """Wait until the server has closed every conversation the callers hung up (a stop while a
+    socket is still being torn down is a shutdown race, not what this bench measures)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        browser = httpx.get(f"http://127.0.0.1:{port}/api/v1/browser/status", timeout=5).json()
+        media = httpx.get(f"http://127.0.0.1:{port}/api/v1/media/status", timeout=5).json()
+        if not browser.get("active_conversations") and not media.get("active_streams"):
+            return
+        time.sleep(0.1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phases", default="one,concurrent")
@@ -433,6 +446,7 @@ def main() -> None:
             jobs = [job(100 + i) for i in range(args.concurrent)]
             turns = asyncio.run(run_phase(base, clips, jobs, True, args.answer_timeout))
             figures[f"concurrent_{args.concurrent}"] = summarise(turns)
+        settle(port)
     finally:
         server.terminate()
         try:
