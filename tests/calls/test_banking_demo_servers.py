@@ -18,7 +18,8 @@ import httpx
 import pytest
 import redis
 import websockets
-from servers import base_env, free_port, migrate, start, stop_all, wait_http
+import yaml
+from servers import ROOT, base_env, free_port, migrate, start, stop_all, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -99,8 +100,9 @@ class Caller:
                         return self.messages[i]
                     i += 1
                 message = json.loads(await self.ws.recv())
-                if message["type"] != "audio":  # audio is long and not what these tests read
-                    self.messages.append(message)
+                if message["type"] == "audio":  # long: only that it came, and when
+                    message = {"type": "audio", "payload": {}}
+                self.messages.append(message)
 
     async def type(self, text: str) -> list[dict]:
         """Type a line; the messages up to the agents' listening again after answering it (a
@@ -115,6 +117,10 @@ class Caller:
 
 def is_state(name: str):
     return lambda m: m["type"] == "event" and m["payload"].get("state") == name
+
+
+def greeting(agent: str) -> str:
+    return yaml.safe_load((ROOT / "fixtures" / "agents" / agent / "agent.yaml").read_text())["greeting"]
 
 
 def responses(messages: list[dict]) -> list[dict]:
@@ -161,3 +167,16 @@ async def test_yes_thats_me_verifies_as_the_profile_the_session_was_given(lone):
         turn = await caller.type("yes, that's me")
     (verify,) = [c for c in tool_calls(turn) if c["tool"] == "verify_client_identity"]
     assert verify["args"]["full_name"] == profile["full_name"] and verify["result"]["verified"] is True
+
+
+# --- 3. a conversation started by typing is greeted ----------------------------------------------------
+async def test_a_conversation_started_by_typing_is_greeted_first_then_answered(lone):
+    async with Caller.connect(lone) as caller:  # nothing before it: the typed line starts it
+        turn = await caller.type("what can you do")
+    said = [m for m in turn if m["type"] == "response" and m["payload"]["final"]]
+    assert [m["payload"]["agent"] for m in said] == ["concierge", "concierge"], said
+    hello, answer = (turn.index(m) for m in said)
+    assert said[0]["payload"]["text"] == greeting("concierge")
+    assert "lost or stolen card" in said[1]["payload"]["text"]
+    assert any(m["type"] == "audio" for m in turn[hello:answer]), "the greeting was not heard"
+    assert not [m for m in turn if m["payload"].get("name") == "barge_in"], "the greeting was cut"
