@@ -180,3 +180,23 @@ async def test_a_conversation_started_by_typing_is_greeted_first_then_answered(l
     assert "lost or stolen card" in said[1]["payload"]["text"]
     assert any(m["type"] == "audio" for m in turn[hello:answer]), "the greeting was not heard"
     assert not [m for m in turn if m["payload"].get("name") == "barge_in"], "the greeting was cut"
+
+
+# --- 4. two agents never say the same sentence back to back ---------------------------------------------
+async def test_the_banking_handoff_path_never_repeats_a_sentence_back_to_back(lone):
+    from agents_app.builtin_tools import expected_mfa_code
+
+    session = f"demo-{uuid.uuid4().hex[:8]}"
+    profile = await attach_profile(lone, session, seed=3)
+    heard: list[dict] = []
+    async with Caller.connect(lone, session) as caller:
+        for line in ("I lost my card", "yes, that's me", f"my code is {expected_mfa_code(session, profile)}"):
+            heard += responses(await caller.type(line))
+        heard += responses(await caller.type("that's all"))
+    agents = [r["agent"] for r in heard]  # the greeting, then concierge -> auth -> cards -> concierge
+    assert agents[:3] == ["concierge", "concierge", "auth_agent"], heard
+    assert agents[-2:] == ["cards_agent", "concierge"], heard
+    for before, after in zip(heard, heard[1:], strict=False):
+        if before["agent"] != after["agent"]:  # a handoff: the new agent's first words
+            repeated = set(sentences(before["text"])) & set(sentences(after["text"]))
+            assert not repeated, f"{before['agent']} then {after['agent']} both said {repeated}"
