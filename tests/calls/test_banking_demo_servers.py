@@ -169,6 +169,29 @@ async def test_yes_thats_me_verifies_as_the_profile_the_session_was_given(lone):
     assert verify["args"]["full_name"] == profile["full_name"] and verify["result"]["verified"] is True
 
 
+# --- 2. a profile attached to a live session reaches its conversation -----------------------------------
+@pytest.mark.parametrize("where", ["on another worker", "in the same process"])
+async def test_a_profile_attached_to_a_live_session_reaches_its_conversation(request, where):
+    if where == "on another worker":
+        rest, talk = request.getfixturevalue("workers")  # REST on worker a, the conversation on b
+    else:
+        rest = talk = request.getfixturevalue("lone")
+    session = f"live-{uuid.uuid4().hex[:8]}"
+    async with Caller.connect(talk, session) as caller:
+        await caller.type("hello")  # the conversation is live, its state held by its worker
+        profile = await attach_profile(rest, session, seed=7)
+        await caller.type("I lost my card")
+        turn = await caller.type("yes, that's me")
+        async with httpx.AsyncClient(timeout=30) as client:
+            memory = (await client.get(f"http://{rest}/api/v1/sessions/{session}")).json()["memory"]
+    calls = tool_calls(turn)
+    assert "attach_demo_caller" not in [c["tool"] for c in calls], "the conversation saw no profile"
+    (verify,) = [c for c in calls if c["tool"] == "verify_client_identity"]
+    assert verify["args"]["full_name"] == profile["full_name"] and verify["result"]["verified"] is True
+    assert memory["caller_name"] == profile["full_name"]  # its saves kept the profile
+    assert memory["caller_profile"]["id"] == profile["id"]
+
+
 # --- 3. a conversation started by typing is greeted ----------------------------------------------------
 async def test_a_conversation_started_by_typing_is_greeted_first_then_answered(lone):
     async with Caller.connect(lone) as caller:  # nothing before it: the typed line starts it

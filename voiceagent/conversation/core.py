@@ -235,6 +235,16 @@ class ConversationCore(ConversationTimers, abc.ABC):
         if self._greeting is not None and not self._greeting.done():
             self._greeting.set_result(None)
 
+    def remember(self, memory: dict[str, Any]) -> None:
+        """Session-memory entries written from outside the conversation (a demo profile attached to
+        the live session): into its state now, so its next turn sees them and its saves keep them
+        (the cache's copy would otherwise be overwritten by the state held here)."""
+        if self.closed or self.state is None:
+            return
+        self.state.memory.update(memory)
+        self.log.info("session memory updated from outside: %s", ", ".join(sorted(memory)))
+        self._spawn(persist(self.store.save(self.state), "saving the session state", self.session_id))
+
     def push_dtmf(self, digit: str) -> None:
         """A keypad digit; digits are gathered until ``#`` or a short pause, then become a turn."""
         if self.closed or digit not in DTMF_DIGITS or self._input_refused():
