@@ -87,6 +87,14 @@ def words_heard(words: list[str], start: float, end: float, now: float, slack: f
     return words[: int(len(words) * (now - start) / (end - start))]
 
 
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Is ``loop`` the one running in this thread?"""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
 class ConversationCore(ConversationTimers, abc.ABC):
     """One session's conversation, whatever the pipeline: create, ``await start()``, push, read events."""
 
@@ -238,7 +246,12 @@ class ConversationCore(ConversationTimers, abc.ABC):
     def remember(self, memory: dict[str, Any]) -> None:
         """Session-memory entries written from outside the conversation (a demo profile attached to
         the live session): into its state now, so its next turn sees them and its saves keep them
-        (the cache's copy would otherwise be overwritten by the state held here)."""
+        (the cache's copy would otherwise be overwritten by the state held here). Callable from any
+        thread: from another one it runs on the conversation's loop."""
+        loop = self._loop
+        if loop is not None and not _on_loop(loop):
+            loop.call_soon_threadsafe(self.remember, memory)
+            return
         if self.closed or self.state is None:
             return
         self.state.memory.update(memory)

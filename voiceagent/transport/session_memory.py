@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 GROUP = "session-memory"
 GROUP_RENEW_S = 3600.0
+STOP_WAIT_S = 3.0
 ORIGIN = uuid.uuid4().hex  # this process
 
 
@@ -53,19 +54,8 @@ class LiveConversations:
         """Give ``memory`` to this process's conversations of ``session_id``; how many took it."""
         held = [c for c in self._by_session.get(session_id, ()) if not c.closed]
         for conversation in held:
-            loop = getattr(conversation, "_loop", None)  # a caller on another loop hands it over
-            if loop is None or _running_loop() is loop:
-                conversation.remember(memory)
-            else:
-                loop.call_soon_threadsafe(conversation.remember, memory)
+            conversation.remember(memory)
         return len(held)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 live = LiveConversations()
@@ -120,10 +110,11 @@ class MemoryFeed:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.wait([task], timeout=STOP_WAIT_S)  # a shutdown never waits on Redis for long
         if self._layer is not None:
             with contextlib.suppress(Exception):
-                await self._layer.close_pools()
+                async with asyncio.timeout(STOP_WAIT_S):
+                    await self._layer.close_pools()
             self._layer = None
 
     async def _listen(self) -> None:
