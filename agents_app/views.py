@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -30,6 +31,7 @@ from agents_app.models import RUNTIME_FIELDS, Agent, DemoProfile
 from voiceagent.conversation.session import SESSION_ID_RE, SessionState, valid_session_id
 from voiceagent.conversation.specs import AgentSpec, ScenarioSpec
 from voiceagent.errors import ApiError
+from voiceagent.transport import session_memory
 
 SESSION_ID_SCHEMA = {"type": "string", "pattern": SESSION_ID_RE.pattern, "maxLength": 128}
 SESSION_PARAM = OpenApiParameter(
@@ -390,8 +392,11 @@ class ProfileGenerateView(APIView):
                 if scenario is None:
                     raise ApiError("No scenario is available to start a session.", 503)
                 state = sessions.create_session(session_id, scenario.name, scenario.start_agent)
-            state.memory.update(profile_memory(profile))
+            memory = profile_memory(profile)
+            state.memory.update(memory)
             sessions.save_state(state)
+            # a conversation already live on this session (on any worker) holds its own state
+            async_to_sync(session_memory.deliver)(session_id, memory)
         return Response(profile, status=201)
 
 

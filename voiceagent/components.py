@@ -133,6 +133,9 @@ def install(cycle: Lifecycle) -> None:
     register_check("llm", runtime.llm_check)
     register_check("speech", runtime.speech_check)
     cycle.register("events", "tool-registry", start=start_tools)
+    from voiceagent.transport.session_memory import feed
+
+    cycle.register("events", "session-memory-feed", start=feed.start, stop=feed.stop)
     register_check("cache", _cache_roundtrip)
     register_check("auth_configuration", _auth_check)
     install_contributions(cycle)

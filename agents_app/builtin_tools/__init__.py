@@ -6,9 +6,10 @@ no network, deterministic results. Importing this package registers them into th
 registry (source ``"builtin"``); :func:`register_builtin_tools` registers them into another one.
 No result ever contains the SSN digits, the date of birth or the one-time code.
 
-One module per domain: :mod:`.identity` (identity verification), :mod:`.mfa` (the one-time
-code), :mod:`.banking` (accounts, cards, fraud cases), :mod:`.escalation` (a human, the end of
-the call); :mod:`.caller` holds what they share.
+One module per domain: :mod:`.identity` (identity verification), :mod:`.demo_caller` (a session
+without a profile gets its demo caller), :mod:`.mfa` (the one-time code), :mod:`.banking`
+(accounts, cards, fraud cases), :mod:`.escalation` (a human, the end of the call); :mod:`.caller`
+holds what they share.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agents_app.builtin_tools.banking import (
     get_recent_transactions,
 )
 from agents_app.builtin_tools.caller import NOT_AUTHENTICATED
+from agents_app.builtin_tools.demo_caller import attach_demo_caller
 from agents_app.builtin_tools.escalation import end_conversation, escalate_to_human
 from agents_app.builtin_tools.identity import MAX_VERIFICATION_ATTEMPTS, verify_client_identity
 from agents_app.builtin_tools.mfa import (
@@ -56,6 +58,7 @@ __all__ = [
 
 _FUNCTIONS: tuple[Callable[..., Any], ...] = (
     verify_client_identity,
+    attach_demo_caller,
     send_mfa_code,
     verify_mfa_code,
     get_account_summary,

@@ -56,6 +56,7 @@ async def converse(deployment: Deployment) -> None:
         await ws.send(json.dumps({"type": "config", "payload": {"scenario": "banking"}}))
         await ws.send(json.dumps({"type": "text", "payload": {"text": "i lost my card"}}))
         await until(lambda m: m["type"] == "transcript" and m["payload"]["final"])
+        await until(lambda m: m["type"] == "event" and m["payload"].get("state") == "thinking")  # greeted
         await until(lambda m: m["type"] == "response" and m["payload"]["final"])
         await until(lambda m: m["type"] == "event" and m["payload"].get("state") == "listening")
         await asyncio.sleep(max(0.0, playing_until - time.monotonic()) + 0.3)

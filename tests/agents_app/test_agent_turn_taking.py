@@ -19,7 +19,7 @@ from voiceagent.conversation.turn_taking import DEFAULT_REPROMPT, TurnTaking, Tu
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TOOLS = frozenset({"end_conversation", "verify_client_identity", "send_mfa_code", "verify_mfa_code"})
 TOOLS |= {"get_account_summary", "get_recent_transactions", "block_card", "create_fraud_case"}
-TOOLS |= {"escalate_to_human"}
+TOOLS |= {"escalate_to_human", "attach_demo_caller"}
 
 SECTION = {
     "min_interruption_ms": 450,

@@ -32,6 +32,7 @@ BROKEN = Path(__file__).resolve().parent / "broken_fixtures"
 KNOWN_TOOLS = frozenset(
     {
         "verify_client_identity",
+        "attach_demo_caller",
         "send_mfa_code",
         "verify_mfa_code",
         "get_account_summary",

@@ -241,7 +241,11 @@ async def talking_agent(echo_db: float | None = None) -> Caller:
     comm = caller.comm
     asked = caller.loop_time()
     await comm.send_to(text_data=json.dumps({"type": "text", "payload": {"text": "tell me about the bank"}}))
-    await caller.wait(lambda m: m["type"] == "audio", after=asked)
+    # its answer's audio (a greeting still being said goes first: a typed line never cuts it)
+    answering = await caller.wait(
+        lambda m: m["type"] == "event" and m["payload"].get("state") == "thinking", after=asked
+    )
+    await caller.wait(lambda m: m["type"] == "audio", after=answering)
     await asyncio.sleep(1.5)
     return caller
 

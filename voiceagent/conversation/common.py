@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -82,6 +83,22 @@ class HandoffOutcome:
         """What an announced handoff's target says: its return greeting when the caller comes back."""
         agent = self.context.agent
         return agent.return_greeting if self.returning and agent.return_greeting else agent.greeting
+
+    def line_after(self, said: str) -> str:
+        """:attr:`line` without the sentences the caller has just heard in ``said`` (this response,
+        the agent handing over): two agents never say the same sentence back to back ("I can help
+        with that." from the concierge, then from the auth agent's greeting)."""
+        heard = {_sentence_key(s) for s in _SENTENCE_END.split(said)}
+        kept = [s for s in _SENTENCE_END.split(self.line.strip()) if _sentence_key(s) not in heard]
+        return " ".join(s for s in kept if s)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _sentence_key(sentence: str) -> str:
+    """A sentence as compared for repeats: its words, lowercase, without punctuation."""
+    return " ".join(re.findall(r"[a-z0-9]+", sentence.lower()))
 
 
 async def open_session(

@@ -87,6 +87,14 @@ def words_heard(words: list[str], start: float, end: float, now: float, slack: f
     return words[: int(len(words) * (now - start) / (end - start))]
 
 
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Is ``loop`` the one running in this thread?"""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
 class ConversationCore(ConversationTimers, abc.ABC):
     """One session's conversation, whatever the pipeline: create, ``await start()``, push, read events."""
 
@@ -133,6 +141,7 @@ class ConversationCore(ConversationTimers, abc.ABC):
         self._dtmf_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._persist_tail: asyncio.Task | None = None  # the last history write; the next waits for it
+        self._greeting: asyncio.Future | None = None  # the opening greeting, done once it has been said
         self.close_hooks: list[Callable[[ConversationCore], None]] = []  # observers of the end (traces)
         self._init_timers()  # caller silence (re-prompts, goodbye) and the length bound
 
@@ -160,6 +169,7 @@ class ConversationCore(ConversationTimers, abc.ABC):
         self._start_timers(ctx.agent)
         self._arm_idle()
         if ctx.agent.greeting and not self.history:
+            self._greeting = self._loop.create_future()
             self._speak(ctx.agent.greeting, ctx.agent)
 
     async def close(self, reason: str = "closed") -> None:
@@ -168,6 +178,7 @@ class ConversationCore(ConversationTimers, abc.ABC):
             return
         self.closed = True
         self.close_reason = reason
+        self._greeted()
         self._cancel_timers()
         if self._loop is not None:
             self._commit_heard(self.loop_time())
@@ -198,15 +209,54 @@ class ConversationCore(ConversationTimers, abc.ABC):
 
     # --- input ----------------------------------------------------------------------------------------
     async def push_text(self, text: str) -> None:
-        """Typed input: a final transcript, then the agent's answer."""
+        """Typed input: a final transcript, then the agent's answer. Typing barges in, except over
+        the opening greeting: a conversation started by a typed line (the browser's first ``text``
+        or keypad entry starts it) greets first, as one started by speech does, then answers."""
         text = text.strip()
         if not text or self.closed or self._input_refused():
             return
         self._caller_activity()
+        greeting = self._greeting
+        if greeting is not None and not greeting.done():
+            await self.emit(Transcript(self.session_id, text=text, final=True))
+            self._spawn(self._answer_after_greeting(greeting, text))
+            return
         self._barge_in("text")
         self.clock.user_turn(asyncio.get_running_loop().time(), speech=False)
         await self.emit(Transcript(self.session_id, text=text, final=True))
         await self._answer_text(text)
+
+    async def _answer_after_greeting(self, greeting: asyncio.Future, text: str) -> None:
+        """A line typed while the greeting was being said, answered once it has played (a new
+        turn stops what is playing); lines typed meanwhile wake in the order they came."""
+        await asyncio.shield(greeting)
+        while not self.closed and (left := self.playback_end - self.loop_time()) > 0.0:
+            await asyncio.sleep(left)
+        if self.closed:
+            return
+        self._barge_in("text")  # whatever began since (the caller spoke after the greeting)
+        self.clock.user_turn(asyncio.get_running_loop().time(), speech=False)
+        await self._answer_text(text)
+
+    def _greeted(self) -> None:
+        """The opening greeting has been said (or will not be: a barge-in, the end)."""
+        if self._greeting is not None and not self._greeting.done():
+            self._greeting.set_result(None)
+
+    def remember(self, memory: dict[str, Any]) -> None:
+        """Session-memory entries written from outside the conversation (a demo profile attached to
+        the live session): into its state now, so its next turn sees them and its saves keep them
+        (the cache's copy would otherwise be overwritten by the state held here). Callable from any
+        thread: from another one it runs on the conversation's loop."""
+        loop = self._loop
+        if loop is not None and not _on_loop(loop):
+            loop.call_soon_threadsafe(self.remember, memory)
+            return
+        if self.closed or self.state is None:
+            return
+        self.state.memory.update(memory)
+        self.log.info("session memory updated from outside: %s", ", ".join(sorted(memory)))
+        self._spawn(persist(self.store.save(self.state), "saving the session state", self.session_id))
 
     def push_dtmf(self, digit: str) -> None:
         """A keypad digit; digits are gathered until ``#`` or a short pause, then become a turn."""
@@ -360,6 +410,7 @@ class ConversationCore(ConversationTimers, abc.ABC):
         """After a response: back to listening (the caller's silence counted from the end of the
         agent's audio), or the end when the agent ended the conversation (its tool, its goodbye to
         a silent caller, the time limit) once its last words have played."""
+        self._greeted()
         ending = self._ending_reason()
         if ending is None and self.state is not None and self.state.memory.get("conversation_ended"):
             ending = ENDED_BY_AGENT

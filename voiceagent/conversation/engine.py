@@ -302,9 +302,11 @@ class Conversation(CascadeListening, ConversationCore):
         ctx = await self.directory.context(state)
         self._current_agent = ctx.agent
         messages = self._messages(ctx)
+        said: list[str] = []  # this response's words so far: a handoff's line does not repeat them
         try:
             for _round in range(self.config.max_tool_rounds):
                 text, calls, failed = await self._llm_round(ctx, messages, speaker, rid)
+                said.append(text)
                 if failed:
                     await self._say(speaker, rid, self.config.fallback_line, ctx.agent)
                     break
@@ -324,7 +326,8 @@ class Conversation(CascadeListening, ConversationCore):
                         ],
                     }
                 )
-                next_ctx, announced = await self._run_tools(ctx, calls, messages, speaker, rid)
+                spoken = " ".join(said)
+                next_ctx, announced = await self._run_tools(ctx, calls, messages, speaker, rid, spoken)
                 if announced:
                     break
                 if next_ctx is not ctx:  # discrete handoff: the new agent continues this turn
@@ -421,9 +424,11 @@ class Conversation(CascadeListening, ConversationCore):
         messages: list[dict[str, Any]],
         speaker: Speaker,
         rid: int,
+        said: str = "",
     ) -> tuple[TurnContext, bool]:
         """Execute a round's tool calls (handoffs last); a slow round's fillers are spoken lines of
-        this response. Returns (context to continue with, announced?)."""
+        this response; an announced handoff's line leaves out what the response ``said`` already.
+        Returns (context to continue with, announced?)."""
         handoff = await run_tool_round(
             self,
             ctx,
@@ -437,8 +442,9 @@ class Conversation(CascadeListening, ConversationCore):
             return ctx, False
         if handoff.announced:
             target = handoff.context.agent
-            if handoff.line:
+            line = handoff.line_after(said)
+            if line:
                 await self._set_state("speaking", target.name)
-                await self._say(speaker, rid, handoff.line, target)
+                await self._say(speaker, rid, line, target)
             self._current_agent = target
         return handoff.context, handoff.announced

@@ -39,6 +39,7 @@ from voiceagent.transport.envelope import envelope, event_payload
 from voiceagent.transport.playback import PacedPlayback
 from voiceagent.transport.ratelimit import MessageRateLimiter
 from voiceagent.transport.relay import RelayQueue
+from voiceagent.transport.session_memory import live
 from voiceagent.transport.websocket import LeanWebSocket
 
 PUMP_GRACE_S = 2.0  # after the conversation closed, how long its last events have to go out
@@ -176,6 +177,7 @@ class AudioSocket(LeanWebSocket):
         if refuse_closed and conversation.closed:
             raise StartFailed("closed", f"it closed at once: {conversation.close_reason}")
         self.conversation = conversation
+        live.add(self.session_id, conversation)  # memory written from outside reaches it (a profile)
         metrics.conversation_started(conversation, self.transport, mode)
 
     def run_pump(self) -> None:

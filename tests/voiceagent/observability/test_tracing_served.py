@@ -22,11 +22,14 @@ async def typed_turn(ws_url: str) -> str:
     async with websockets.connect(f"{ws_url}/api/v1/browser/conversation") as ws:
         session_id = json.loads(await ws.recv())["session_id"]
         await ws.send(json.dumps({"type": "text", "payload": {"text": "i lost my card"}}))
+        thinking = False  # the greeting comes first; the answer's turn begins with "thinking"
         async with asyncio.timeout(20):
             while True:
                 raw = await ws.recv()
                 message = json.loads(raw) if isinstance(raw, str) else {}
-                if message.get("type") == "response" and message["payload"].get("final"):
+                payload = message.get("payload") or {}
+                thinking = thinking or payload.get("state") == "thinking"
+                if thinking and message.get("type") == "response" and payload.get("final"):
                     break
         await asyncio.sleep(1.0)  # the answer plays out and is committed
     return session_id
