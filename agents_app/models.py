@@ -205,6 +205,10 @@ class HistoryTurn(models.Model):
     # an assistant turn's timings and usage (voiceagent.conversation.timing); None for other roles
     latency_ms = models.JSONField(blank=True, null=True)
     usage = models.JSONField(blank=True, null=True)
+    # an assistant turn: how much the caller heard (voiceagent.conversation.session.HEARD_*); a reply
+    # is written when sent ("unknown", with a uid) and corrected to "played" or "cut" once known
+    heard = models.CharField(max_length=8, blank=True, null=True)
+    uid = models.CharField(max_length=32, blank=True, null=True, db_index=True)
 
     class Meta:
         ordering = ["at", "id"]

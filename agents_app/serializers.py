@@ -269,6 +269,13 @@ class HistoryTurnSerializer(serializers.Serializer):
     tool_name = serializers.CharField(required=False)
     latency_ms = TurnLatencySerializer(required=False, help_text="assistant turns")
     usage = TurnUsageSerializer(required=False, help_text="assistant turns")
+    heard = serializers.ChoiceField(
+        choices=["unknown", "played", "cut"],
+        required=False,
+        help_text="assistant turns: how much the caller heard. A reply is recorded whole when sent "
+        "(unknown) and corrected once it has played out (played) or was cut by a barge-in (cut: "
+        "the content is then the words heard); unknown stays when the serving process died first.",
+    )
 
 
 class SessionHandoffSerializer(serializers.Serializer):
