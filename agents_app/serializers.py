@@ -267,6 +267,8 @@ class HistoryTurnSerializer(serializers.Serializer):
     agent = serializers.CharField(allow_null=True)
     at = serializers.CharField()
     tool_name = serializers.CharField(required=False)
+    tool_call_id = serializers.CharField(required=False, help_text="tool turns: the model's id of the call")
+    arguments = serializers.JSONField(required=False, help_text="tool turns: the arguments of the call")
     latency_ms = TurnLatencySerializer(required=False, help_text="assistant turns")
     usage = TurnUsageSerializer(required=False, help_text="assistant turns")
     heard = serializers.ChoiceField(

@@ -86,6 +86,8 @@ def history(session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
             "agent": t.agent,
             "at": t.at,
             **({"tool_name": t.tool_name} if t.tool_name else {}),
+            **({"tool_call_id": t.tool_call_id} if t.tool_call_id else {}),
+            **({"arguments": t.tool_arguments} if t.tool_arguments is not None else {}),
             **({"latency_ms": t.latency_ms, "usage": t.usage} if t.latency_ms is not None else {}),
             **({"heard": t.heard} if t.heard else {}),
         }
@@ -121,6 +123,8 @@ def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str |
         usage=turn.usage,
         heard=turn.heard,
         uid=turn.uid,
+        tool_call_id=turn.tool_call_id,
+        tool_arguments=turn.arguments,
     )
     Session.objects.filter(session_id=session_id).update(last_activity_at=_now())
 
@@ -279,6 +283,8 @@ def _write_batch(batch: list[tuple]) -> None:
                     usage=turn.usage,
                     heard=turn.heard,
                     uid=turn.uid,
+                    tool_call_id=turn.tool_call_id,
+                    tool_arguments=turn.arguments,
                 )
             )
         else:
@@ -365,6 +371,8 @@ class DjangoSessionStore:
                 latency_ms=r.get("latency_ms"),
                 usage=r.get("usage"),
                 heard=r.get("heard"),
+                tool_call_id=r.get("tool_call_id"),
+                arguments=r.get("arguments"),
             )
             for r in rows
         ]

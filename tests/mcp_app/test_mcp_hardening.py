@@ -149,3 +149,61 @@ def test_background_mcp_lines_carry_no_request_id_of_the_request_that_connected(
     assert tagged.records  # the loss was logged (and the stream's end at DEBUG)
     stale = [(r.name, r.getMessage()[:80]) for r in tagged.records if r.request_id == "req-add-0001"]
     assert not stale, stale
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_tool_rows_in_the_history_keep_the_arguments_and_the_call_id(manager, http_peer, api_client):
+    """One engine turn calls ``demo_echo`` on a real MCP server; the session's history (database,
+    ``GET /sessions/{id}``) has the tool row with what it was called with and the model's call id."""
+    from agents_app.sessions import DjangoSessionStore
+    from voiceagent.conversation.engine import Conversation, EngineConfig
+    from voiceagent.conversation.specs import AgentSpec, ScenarioSpec
+    from voiceagent.conversation.testing import (
+        EnergyVAD,
+        InstantTTS,
+        ScriptedChat,
+        ScriptedSTT,
+        StaticDirectory,
+    )
+    from voiceagent.conversation.tools import REGISTRY
+
+    manager.store = None  # the server's config in memory; the history in the database
+    await manager.arun(manager.add(ServerConfig(name="demo", url=http_peer.url, timeout=5)))
+    agent = AgentSpec(name="assistant", prompt_template="You help.", tools=("demo_echo",))
+    scenario = ScenarioSpec(name="mcp", start_agent="assistant", agents=("assistant",))
+    store = DjangoSessionStore()
+    conv = Conversation(
+        "mcp-history",
+        scenario="mcp",
+        directory=StaticDirectory([agent], scenario, REGISTRY),
+        store=store,
+        stt=ScriptedSTT([]),
+        tts=InstantTTS(ms_per_word=1, chunk_ms=20),
+        chat=ScriptedChat([[("demo_echo", {"text": "card 1234"})], "Done."]),
+        vad=EnergyVAD(),
+        registry=REGISTRY,
+        config=EngineConfig(),
+    )
+    events: list = []
+
+    async def read():
+        async for event in conv.events():
+            events.append(event)
+
+    await conv.start()
+    reader = asyncio.create_task(read())
+    try:
+        await conv.push_text("please echo")
+        async with asyncio.timeout(10):
+            while not any(e.kind == "AgentResponse" and e.final and "Done" in e.text for e in events):
+                await asyncio.sleep(0.01)
+    finally:
+        await conv.close()
+        await asyncio.wait_for(reader, 2)
+    await store.flush()
+    body = (await asyncio.to_thread(api_client.get, "/api/v1/sessions/mcp-history")).json()
+    [tool] = [t for t in body["history"] if t["role"] == "tool"]
+    assert tool["tool_name"] == "demo_echo" and tool["tool_call_id"] == "call_1", tool
+    assert tool["arguments"] == {"text": "card 1234"}, tool
+    [again] = [t for t in await store.history("mcp-history") if t.role == "tool"]  # a resumed session's
+    assert (again.tool_call_id, again.arguments) == ("call_1", {"text": "card 1234"})

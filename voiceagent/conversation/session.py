@@ -40,6 +40,8 @@ class Turn:
     usage: dict[str, Any] | None = None
     heard: str | None = None  # assistant turns: HEARD_UNKNOWN / HEARD_PLAYED / HEARD_CUT
     uid: str | None = None  # a turn written before it was heard: what its correction replaces
+    tool_call_id: str | None = None  # tool turns: the model's id of the call this answers
+    arguments: dict[str, Any] | None = None  # tool turns: the arguments it was called with
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
