@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from enginekit import TONE, Harness
 
 from voiceagent.conversation.testing import InstantTTS
@@ -48,3 +49,39 @@ async def test_a_reply_that_plays_out_is_marked_played_once():
         await h.idle()
     [played] = replies(h)
     assert played.content == LONG and played.latency_ms is not None
+
+
+@pytest.fixture(scope="module")
+def peer():
+    from realtime_peer import RealtimePeer
+    from test_live import KEY
+
+    with RealtimePeer(api_key=KEY) as server:
+        yield server
+
+
+@pytest.mark.parametrize("kind", ["voicelive", "openai"])
+async def test_live_a_reply_is_stored_when_sent_and_corrected_to_the_words_heard(kind, peer):
+    """The live pipeline the same way: the response is done (transcript and audio all out) while its
+    audio still plays - stored whole, "unknown"; the caller cuts in - that row becomes the words heard."""
+    from realtime_peer import Say
+    from test_live import LiveHarness, make_client
+
+    peer.reset()
+    peer.user_says("tell me a story", "stop")
+    peer.push(Say(LONG, chunks=4, audio_ms=4000))
+    async with LiveHarness(make_client(kind, peer)) as h:
+        await h.idle()
+        h.speak()
+        await h.until(lambda h: replies(h))
+        [sent] = replies(h)
+        assert h.conv.loop_time() < h.conv.playback_end and sent.content == LONG and sent.heard == "unknown"
+        await asyncio.sleep(0.3)
+        for _ in range(4):
+            h.conv.push_audio(TONE, 16000)
+        await h.until(lambda h: h.of("StopAudio"))
+        h.speak(speech_frames=5)
+        await h.idle()
+    [cut] = replies(h)
+    assert cut.uid == sent.uid and cut.heard == "cut" and cut.content.endswith("…"), cut
+    assert 1 <= len(cut.content.rstrip(" …").split()) < 60
