@@ -93,7 +93,8 @@ class LostServerFilter(logging.Filter):
             record.args = None
         record.exc_info = record.exc_text = None
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return True
+        # handlers pass every level: a DEBUG record is only kept where DEBUG is wanted
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 def install_log_filter() -> None:

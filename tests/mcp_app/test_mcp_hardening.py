@@ -207,3 +207,38 @@ async def test_tool_rows_in_the_history_keep_the_arguments_and_the_call_id(manag
     assert tool["arguments"] == {"text": "card 1234"}, tool
     [again] = [t for t in await store.history("mcp-history") if t.role == "tool"]  # a resumed session's
     assert (again.tool_call_id, again.arguments) == ("call_1", {"text": "card 1234"})
+
+
+def test_the_sdk_lines_about_a_lost_server_stay_out_of_an_info_log():
+    """The filter demotes them to DEBUG, which the service's console handler (no level of its own)
+    would still print: they are dropped unless the SDK's logger wants DEBUG."""
+    import httpx
+
+    from mcp_app.breakwatch import LostServerFilter
+
+    sdk = logging.getLogger("mcp.client.sse")
+    previous = sdk.level
+    try:
+        sdk.setLevel(logging.WARNING)
+        broken = httpx.RemoteProtocolError("peer closed connection")
+        record = sdk.makeRecord(
+            sdk.name, logging.ERROR, __file__, 1, "Error in sse_reader", None, (type(broken), broken, None)
+        )
+        assert LostServerFilter().filter(record) is False
+        sdk.setLevel(logging.DEBUG)
+        record = sdk.makeRecord(
+            sdk.name, logging.ERROR, __file__, 1, "Error in sse_reader", None, (type(broken), broken, None)
+        )
+        assert (
+            LostServerFilter().filter(record) is True
+            and record.levelno == logging.DEBUG
+            and not record.exc_info
+        )
+        assert record.getMessage() == "Error in sse_reader: RemoteProtocolError: peer closed connection"
+        bug = ValueError("a bug")
+        record = sdk.makeRecord(
+            sdk.name, logging.ERROR, __file__, 1, "Error in sse_reader", None, (ValueError, bug, None)
+        )
+        assert LostServerFilter().filter(record) is True and record.levelno == logging.ERROR  # kept as it was
+    finally:
+        sdk.setLevel(previous)
