@@ -36,7 +36,7 @@ WriteBatch = Callable[[list[Item]], Awaitable[None]]
 
 def describe(item: Item) -> tuple[str, str]:
     """(session id, role) of a queued row, for the log: never its content."""
-    if item[0] == "turn":
+    if item[0] in ("turn", "correct"):
         return item[1], item[2].role
     return item[1], "handoff"
 

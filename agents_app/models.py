@@ -205,6 +205,13 @@ class HistoryTurn(models.Model):
     # an assistant turn's timings and usage (voiceagent.conversation.timing); None for other roles
     latency_ms = models.JSONField(blank=True, null=True)
     usage = models.JSONField(blank=True, null=True)
+    # an assistant turn: how much the caller heard (voiceagent.conversation.session.HEARD_*); a reply
+    # is written when sent ("unknown", with a uid) and corrected to "played" or "cut" once known
+    heard = models.CharField(max_length=8, blank=True, null=True)
+    uid = models.CharField(max_length=32, blank=True, null=True, db_index=True)
+    # a tool turn: the model's call id and the arguments it called the tool with
+    tool_call_id = models.CharField(max_length=128, blank=True, null=True)
+    tool_arguments = models.JSONField(blank=True, null=True)
 
     class Meta:
         ordering = ["at", "id"]

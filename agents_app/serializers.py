@@ -267,8 +267,17 @@ class HistoryTurnSerializer(serializers.Serializer):
     agent = serializers.CharField(allow_null=True)
     at = serializers.CharField()
     tool_name = serializers.CharField(required=False)
+    tool_call_id = serializers.CharField(required=False, help_text="tool turns: the model's id of the call")
+    arguments = serializers.JSONField(required=False, help_text="tool turns: the arguments of the call")
     latency_ms = TurnLatencySerializer(required=False, help_text="assistant turns")
     usage = TurnUsageSerializer(required=False, help_text="assistant turns")
+    heard = serializers.ChoiceField(
+        choices=["unknown", "played", "cut"],
+        required=False,
+        help_text="assistant turns: how much the caller heard. A reply is recorded whole when sent "
+        "(unknown) and corrected once it has played out (played) or was cut by a barge-in (cut: "
+        "the content is then the words heard); unknown stays when the serving process died first.",
+    )
 
 
 class SessionHandoffSerializer(serializers.Serializer):

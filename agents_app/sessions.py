@@ -86,7 +86,10 @@ def history(session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
             "agent": t.agent,
             "at": t.at,
             **({"tool_name": t.tool_name} if t.tool_name else {}),
+            **({"tool_call_id": t.tool_call_id} if t.tool_call_id else {}),
+            **({"arguments": t.tool_arguments} if t.tool_arguments is not None else {}),
             **({"latency_ms": t.latency_ms, "usage": t.usage} if t.latency_ms is not None else {}),
+            **({"heard": t.heard} if t.heard else {}),
         }
         for t in turns
     ]
@@ -118,6 +121,10 @@ def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str |
         at=turn.at,
         latency_ms=turn.latency_ms,
         usage=turn.usage,
+        heard=turn.heard,
+        uid=turn.uid,
+        tool_call_id=turn.tool_call_id,
+        tool_arguments=turn.arguments,
     )
     Session.objects.filter(session_id=session_id).update(last_activity_at=_now())
 
@@ -241,8 +248,9 @@ def write_state(session_id: str, data: dict[str, Any]) -> None:
 
 
 def write_batch(batch: list[tuple]) -> None:
-    """Write queued ("turn", session, turn, scenario, transport) / ("handoff", session, event) rows,
-    all or none (one transaction), so that the writer's retry never duplicates a row."""
+    """Write queued ("turn", session, turn, scenario, transport) / ("handoff", session, event) rows
+    and ("correct", session, turn) corrections, in order, all or none (one transaction), so that
+    the writer's retry never duplicates a row."""
     try:
         with transaction.atomic():
             _write_batch(batch)
@@ -253,10 +261,14 @@ def write_batch(batch: list[tuple]) -> None:
 
 
 def _write_batch(batch: list[tuple]) -> None:
-    turns = []
+    turns: list[HistoryTurn] = []
     records = []
     for item in batch:
-        if item[0] == "turn":
+        if item[0] == "correct":  # after the rows before it (its own may be in this batch)
+            _save_turns(turns)
+            turns = []
+            _correct(item[1], item[2])
+        elif item[0] == "turn":
             _, session_id, turn, scenario, transport = item
             _ensure_session_row(session_id, scenario, transport)
             turns.append(
@@ -269,6 +281,10 @@ def _write_batch(batch: list[tuple]) -> None:
                     at=turn.at,
                     latency_ms=turn.latency_ms,
                     usage=turn.usage,
+                    heard=turn.heard,
+                    uid=turn.uid,
+                    tool_call_id=turn.tool_call_id,
+                    tool_arguments=turn.arguments,
                 )
             )
         else:
@@ -283,11 +299,24 @@ def _write_batch(batch: list[tuple]) -> None:
                     at=event.at,
                 )
             )
+    _save_turns(turns)
+    if records:
+        HandoffRecord.objects.bulk_create(records)
+
+
+def _save_turns(turns: list[HistoryTurn]) -> None:
     if turns:
         HistoryTurn.objects.bulk_create(turns)
         Session.objects.filter(session_id__in={t.session_id for t in turns}).update(last_activity_at=_now())
-    if records:
-        HandoffRecord.objects.bulk_create(records)
+
+
+def _correct(session_id: str, turn: Turn) -> None:
+    """A reply written when sent becomes what was heard (or goes, when none of it was)."""
+    rows = HistoryTurn.objects.filter(session_id=session_id, uid=turn.uid)
+    if not turn.content:
+        rows.delete()
+        return
+    rows.update(content=turn.content, heard=turn.heard, latency_ms=turn.latency_ms, usage=turn.usage)
 
 
 FLUSH_WAIT_S = 10.0
@@ -315,6 +344,9 @@ class DjangoSessionStore:
     async def append_turn(self, state: SessionState, turn: Turn) -> None:
         await history_writer().put(("turn", state.session_id, turn, state.scenario, state.transport))
 
+    async def correct_turn(self, state: SessionState, turn: Turn) -> None:
+        await history_writer().put(("correct", state.session_id, turn))
+
     async def record_handoff(self, state: SessionState, event: HandoffEvent) -> None:
         state.handoffs.append(
             {"from": event.from_agent, "to": event.to_agent, "type": event.type, "at": event.at}
@@ -338,6 +370,9 @@ class DjangoSessionStore:
                 at=r["at"],
                 latency_ms=r.get("latency_ms"),
                 usage=r.get("usage"),
+                heard=r.get("heard"),
+                tool_call_id=r.get("tool_call_id"),
+                arguments=r.get("arguments"),
             )
             for r in rows
         ]

@@ -46,6 +46,7 @@ from bridge.protocol import (
     parse_duration,
     select_media,
 )
+from voiceagent import appconfig
 from voiceagent.conversation.core import DTMF_DIGITS
 from voiceagent.conversation.events import Event
 from voiceagent.errors import UNAVAILABLE, store_name
@@ -203,7 +204,7 @@ class AudioHookConsumer(AudioSocket):
         self.session_id = self.protocol.id
         if is_probe(params):
             self.probe = True
-            await self._message("opened", {"media": [media] if media else []})
+            await self._message("opened", {"media": [media] if media else [], **_languages(params)})
             self.opened = True
             return
         if media is None:
@@ -219,7 +220,7 @@ class AudioHookConsumer(AudioSocket):
             logger.warning("AudioHook %s could not start: %s", self.session_id, exc)
             await self._disconnect("error", str(exc))
             return
-        await self._message("opened", {"media": [media]})
+        await self._message("opened", {"media": [media], **_languages(params)})
         self.opened = True
         self.publish(
             "event", {"name": "session_started", "session_id": self.session_id, "transport": TRANSPORT}
@@ -264,7 +265,11 @@ class AudioHookConsumer(AudioSocket):
             self.playback.paused_until = time.monotonic() + min(retry, 30.0)
 
     async def _on_paused(self, message: ClientMessage) -> None:
-        logger.info("AudioHook %s: paused", self.session_id)
+        """Client notices about its own audio (pause/resume, audio it dropped, our playback): logged
+        under their own name, with the durations a ``resumed``/``discarded`` carries."""
+        params = message.parameters
+        spans = ", ".join(f"{key} {str(params[key])[:20]}" for key in ("start", "discarded") if key in params)
+        logger.info("AudioHook %s: %s%s", self.session_id, message.type, f" ({spans})" if spans else "")
 
     _on_resumed = _on_discarded = _on_playback_started = _on_playback_completed = _on_paused
 
@@ -357,6 +362,15 @@ class AudioHookConsumer(AudioSocket):
     async def _close_after_grace(self) -> None:
         await asyncio.sleep(CLOSE_GRACE_S)
         await self.close(1000, "disconnected")
+
+
+def _languages(params: dict[str, Any]) -> dict[str, list[str]]:
+    """``supportedLanguages`` for ``opened`` when the ``open`` asked for it (``true``): the one
+    language this service is configured to listen in (``STT_LANGUAGE``, what live mode uses too)."""
+    if params.get("supportedLanguages") is not True:
+        return {}
+    language = appconfig.get("STT_LANGUAGE")
+    return {"supportedLanguages": [language] if language else []}
 
 
 def _input_variables(raw: Any) -> dict[str, str]:

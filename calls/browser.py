@@ -74,6 +74,9 @@ class BrowserConversationConsumer(AudioSocket):
         self.store_warned = False
         self.store_error_at = -1.0
         self.restart_at = 0.0  # audio before this does not start a conversation again
+        # a start that failed (no realtime API, an unknown agent) is not retried by each audio frame
+        # (a WARNING and an error 50 times a second): only by the client's next explicit step
+        self.start_refused = False
         await self.accept()
         try:
             if not await authorized(self.scope):
@@ -173,6 +176,8 @@ class BrowserConversationConsumer(AudioSocket):
         if self._ended():
             if time.monotonic() < self.restart_at:
                 return  # the last one just ended on its own: a live microphone must not hammer a dead API
+            if self.start_refused:
+                return  # the client was told (start_failed); its microphone must not retry per frame
             await self._start_conversation()
         if self.conversation is not None:
             self.conversation.push_audio(pcm, rate)
@@ -244,8 +249,10 @@ class BrowserConversationConsumer(AudioSocket):
             mode = runtime.conversation_mode("browser", config.mode)
             await self.start_conversation(mode, scenario, agent=config.agent, refuse_closed=False)
         except (ValueError, StartFailed) as exc:  # e.g. providers not started, agent unknown
+            self.start_refused = True
             logger.warning("could not start conversation: %s", exc)
             raise ClientError("start_failed", f"the conversation could not start: {exc}") from None
+        self.start_refused = False
         self.run_pump()
 
     async def _reset(self) -> None:

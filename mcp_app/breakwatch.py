@@ -12,6 +12,11 @@ reconnect-and-retry-once applies, as for every other lost session.
 ping timed out on a slow link, a broken stream): the answer that arrives meanwhile finds the
 session's stream closed, and the SDK logs that as an ERROR with a traceback. It is expected, so
 it is dropped (installed on the SDK's logger by :func:`install_log_filter`).
+
+:class:`LostServerFilter` covers a server that dies: the SDK logs its SSE reader's broken stream as
+an ERROR with a 40-line traceback, and its failed session termination (the DELETE to a server that
+is gone) as a WARNING. Both are the loss the pool reports itself, once, naming the server
+(``ServerPool._lost``: one WARNING): the SDK's lines become one-line DEBUG records.
 """
 
 from __future__ import annotations
@@ -22,9 +27,12 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 import httpx
 
-__all__ = ["BreakWatch", "LateReplyFilter", "install_log_filter"]
+__all__ = ["BreakWatch", "LateReplyFilter", "LostServerFilter", "install_log_filter"]
 
 SDK_LOGGER = "mcp.client.streamable_http"
+SSE_LOGGER = "mcp.client.sse"
+_LOST_MESSAGES = ("Error in sse_reader", "Error in post_writer", "Session termination failed")
+_TRANSPORT_ERRORS = (httpx.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError)
 
 
 class BreakWatch(httpx.AsyncBaseTransport):
@@ -69,8 +77,32 @@ class LateReplyFilter(logging.Filter):
         return not isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
 
 
+class LostServerFilter(logging.Filter):
+    """Turns the SDK's report of a server gone (a broken SSE stream, a session termination that
+    could not reach it) into a one-line DEBUG record; any other error stays as it was."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if not message.startswith(_LOST_MESSAGES):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and not isinstance(exc, _TRANSPORT_ERRORS):
+            return True  # a real bug in the stream handling: keep the ERROR and its traceback
+        if exc is not None:
+            record.msg = f"{message}: {type(exc).__name__}: {str(exc)[:200]}"
+            record.args = None
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        # handlers pass every level: a DEBUG record is only kept where DEBUG is wanted
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
 def install_log_filter() -> None:
     """Once per process (idempotent)."""
     sdk = logging.getLogger(SDK_LOGGER)
     if not any(isinstance(f, LateReplyFilter) for f in sdk.filters):
         sdk.addFilter(LateReplyFilter())
+    for name in (SDK_LOGGER, SSE_LOGGER):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, LostServerFilter) for f in logger.filters):
+            logger.addFilter(LostServerFilter())

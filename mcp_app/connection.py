@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -89,6 +90,7 @@ class Connection:
         self.session: ClientSession | None = None
         self.tools: list[types.Tool] = []
         self.lost: asyncio.Future | None = None
+        self.closing = False  # we close it: its loss is no news
         self._stop = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -122,7 +124,11 @@ class Connection:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future = loop.create_future()
         self.lost = loop.create_future()
-        self._task = loop.create_task(self._own(ready), name=f"mcp-owner-{self.config.name}")
+        # The owner lives as long as the connection: in a clean context, not the one of the request
+        # that happened to open it (its request id would tag the connection's log lines for hours).
+        self._task = loop.create_task(
+            self._own(ready), name=f"mcp-owner-{self.config.name}", context=contextvars.Context()
+        )
         try:
             # the owner enforces the deadline itself; this outer bound only guards against a task
             # that does not react to its own cancel scope
@@ -207,6 +213,7 @@ class Connection:
 
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Ask the owner to exit its contexts; cancel it if it does not within ``timeout``."""
+        self.closing = True
         self._stop.set()
         task = self._task
         if task is None or task.done():

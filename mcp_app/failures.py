@@ -26,13 +26,36 @@ class ServerError(Exception):
     """A server operation failed. ``kind``: ``unknown`` (no such server), ``duplicate``,
     ``config``, ``unreachable``, ``timeout``, ``auth``, ``protocol``, ``lost``."""
 
-    def __init__(self, message: str, kind: str):
+    def __init__(self, message: str, kind: str, *, maybe_ran: bool = False):
         super().__init__(redact(message))
         self.kind = kind
+        self.maybe_ran = maybe_ran  # lost after the request left: the server may have run it
+
+    @property
+    def public(self) -> str:
+        """What the model, the caller's socket and the history may see: the tool is unavailable and
+        why in general terms - never the server's address (internal URLs, hosts, commands); the
+        :attr:`message` with those goes to the log."""
+        if self.maybe_ran:
+            return (
+                "the tool is unavailable: the connection to its server was lost during the call, "
+                "which may have run; it was not repeated"
+            )
+        reason = _PUBLIC_REASONS.get(self.kind)
+        return f"the tool is unavailable: {reason}" if reason else "the tool is unavailable"
 
     @property
     def message(self) -> str:
         return str(self)
+
+
+_PUBLIC_REASONS = {
+    "unreachable": "its server cannot be reached",
+    "timeout": "its server did not answer in time",
+    "auth": "its server refused our credentials",
+    "lost": "the connection to its server was lost",
+    "unknown": "its server is not connected",
+}
 
 
 class SessionLost(Exception):

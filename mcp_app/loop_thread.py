@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -116,7 +117,8 @@ class LoopThread:
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
         """A task on the loop (call from the loop) that :meth:`cancel_spawned` can cancel."""
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+        # a clean context: a background task is nobody's request (no stale request id in its logs)
+        task = asyncio.get_running_loop().create_task(coro, name=name, context=contextvars.Context())
         self._spawned.add(task)
         task.add_done_callback(self._spawned.discard)
         return task

@@ -50,7 +50,7 @@ class McpToolCall:
                     self.manager.call_tool(self.server, self.tool, arguments, self.timeout)
                 )
         except ServerError as exc:  # unreachable, lost, refused: the server's trouble, told to the model
-            raise ToolError(exc.message) from None
+            raise ToolError(exc.public, detail=exc.message) from None  # its address: the log's only
         return result_value(result)
 
 

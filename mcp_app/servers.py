@@ -9,6 +9,7 @@ for the states).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -118,6 +119,10 @@ class ServerPool:
                 await conn.close()
                 raise ServerError(f"MCP server {name!r} was removed", "unknown")
             state.conn = conn
+            assert conn.lost is not None
+            conn.lost.add_done_callback(
+                lambda lost: self._lost(state, conn, lost), context=contextvars.Context()
+            )
             state.transport_used = conn.transport
             state.tools = list(conn.tools)
             state.connected_at = time.time()
@@ -125,6 +130,20 @@ class ServerPool:
                 self.tools.register(state)
             self.set_status(state, "healthy", None)
             return conn
+
+    def _lost(self, state: ServerState, conn: Connection, lost: asyncio.Future) -> None:
+        """A connection went away under us (the server died or closed, a stdio child exited): the
+        server is unhealthy NOW - one WARNING - and the next call or health round reconnects."""
+        if conn.closing or state.conn is not conn or not self.current(state):
+            return
+        reason = lost.result() if not lost.cancelled() else None
+        if isinstance(reason, ServerError):
+            why = reason.message
+        else:
+            where = "its process exited" if state.config.transport == "stdio" else "the connection was lost"
+            why = f"MCP server {state.config.name!r}: {where}" + (f" ({reason})" if reason else "")
+        self.set_status(state, "unhealthy", why)
+        self._spawn(self.drop(state, conn), f"mcp-drop-{state.config.name}")
 
     async def drop(self, state: ServerState, conn: Connection | None = None) -> None:
         """Close the state's connection (only ``conn``, if given and still current)."""

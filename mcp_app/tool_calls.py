@@ -63,6 +63,7 @@ async def call_tool(
                     f"MCP server {server!r} lost the connection during {tool!r}, which may have run: "
                     "not repeated, as the tool is not marked read-only or idempotent",
                     "lost",
+                    maybe_ran=True,
                 ) from None
             error = ServerError(f"MCP server {server!r} lost the session again: {exc}", "lost")
             pool.set_status(state, "unhealthy", error.message)

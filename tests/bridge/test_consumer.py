@@ -417,3 +417,45 @@ async def test_a_call_goes_on_while_the_dashboard_relay_hangs(hung_channel_layer
     await client.collect_audio(1.5)
     assert len(client.audio) - GREETING_BYTES >= 4700  # the answer's 600 ms
     await asyncio.wait_for(closed(comm, client), 10)
+
+
+async def test_supported_languages_are_answered_when_asked(bridge, peer):
+    """The reference server always answers a list (possibly empty) to ``supportedLanguages: true``:
+    ours is the language the service listens in."""
+    comm, client, _ = await connect()
+    await client.open(extra={"supportedLanguages": True})
+    opened = await client.expect("opened")
+    assert opened["parameters"] == {"media": [MONO], "supportedLanguages": ["en-US"]}
+    await client.send("ping", {"rtt": "PT0.01S"})
+    await client.expect("pong")
+    await closed(comm, client)
+    comm, client, _ = await connect()
+    null = "00000000-0000-0000-0000-000000000000"
+    await client.open(conversation_id=null, participant_id=null, extra={"supportedLanguages": True})
+    probe = await client.expect("opened")
+    assert probe["parameters"]["supportedLanguages"] == ["en-US"]
+    await client.send("close", {"reason": "end"})
+    await client.expect("closed")
+    await client.wait_closed()
+
+
+async def test_client_audio_notices_are_logged_as_what_they_are(bridge, peer, caplog):
+    comm, client = await started()
+    with caplog.at_level("INFO", logger="bridge"):
+        await client.send("paused", {})
+        await client.send("resumed", {"start": "PT1.2S", "discarded": "PT3.4S"})
+        await client.send("discarded", {"start": "PT5S", "discarded": "PT0.6S"})
+        await client.send("ping", {"rtt": "PT0.01S"})
+        await client.expect("pong")
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("bridge")]
+    notices = [
+        line.split(": ", 1)[1]
+        for line in lines
+        if ": paused" in line or ": resumed" in line or ": discarded" in line
+    ]
+    assert notices == [
+        "paused",
+        "resumed (start PT1.2S, discarded PT3.4S)",
+        "discarded (start PT5S, discarded PT0.6S)",
+    ], lines
+    await closed(comm, client)

@@ -78,3 +78,27 @@ async def test_live_mode_without_a_realtime_api_is_a_clear_error(fake_runtime, s
     greeting = await until(comm, lambda m: m["type"] == "response" and m["payload"]["final"])
     assert greeting[-1]["payload"]["agent"] == "concierge"
     await comm.disconnect()
+
+
+async def test_a_live_start_that_failed_is_not_retried_by_every_audio_frame(fake_runtime, settings, caplog):
+    """The page's microphone goes on sending 50 frames a second after the start failed: one WARNING
+    and one error for the failure, not one per frame; the client's next explicit start retries."""
+    import asyncio
+
+    from voiceagent.config import load_config
+
+    fake_runtime.__dict__.pop("_realtime_client", None)
+    settings.CONFIG = load_config({})  # nothing realtime configured
+    comm = await start_live()
+    await until(comm, lambda m: m["type"] == "error")
+    frame = bytes(640)  # 20 ms of 16 kHz PCM16
+    for _ in range(100):
+        await comm.send_to(bytes_data=frame)
+    await comm.send_to(text_data=json.dumps({"type": "control", "payload": {"action": "start"}}))
+    retried = await until(comm, lambda m: m["type"] == "error")
+    await asyncio.sleep(0.1)
+    assert await comm.receive_nothing(0.2)
+    assert [m["payload"]["code"] for m in retried if m["type"] == "error"] == ["start_failed"]
+    failures = [r for r in caplog.records if "could not start conversation" in r.getMessage()]
+    assert len(failures) == 2, [r.getMessage() for r in failures]  # the first start and the retry
+    await comm.disconnect()

@@ -137,6 +137,10 @@ def greetings(session: dict) -> list[tuple[str, str]]:
     return [(t["agent"], t["content"]) for t in session["history"] if t["role"] == "assistant"]
 
 
+def heard(session: dict) -> list[str | None]:
+    return [t.get("heard") for t in session["history"] if t["role"] == "assistant"]
+
+
 async def test_a_call_placed_on_one_server_streams_and_ends_through_the_other(servers, peer):
     a, b = servers
     try:
@@ -183,11 +187,12 @@ async def run_call(http: httpx.AsyncClient, a: Server, b: Server, peer) -> None:
                 assert message is not None, f"B closed the stream: {client.socket.close_info}"
         assert client.audio_frames and "AudioData" in client.types()
         assert not client.stops  # no barge-in: nobody spoke
-        # B records the greeting once it has played (the provider buffers a few frames, so that is
-        # a little after the last frame was sent); A reads it from the shared database
+        # B records the greeting as it sends it and marks it played once it has (the provider
+        # buffers a few frames, so that is a little after the last frame was sent); A reads it from
+        # the shared database
         body = await poll(
             lambda: session_on(http, a, session_id),
-            lambda s: greetings(s) == [("assistant", GREETING)],
+            lambda s: greetings(s) == [("assistant", GREETING)] and heard(s) == ["played"],
             what="greeting in the session history (read on A)",
         )
         assert body["transport"] == "phone" and body["active_agent"] == "assistant"

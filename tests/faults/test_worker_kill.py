@@ -10,13 +10,25 @@ import os
 import secrets
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from clients import is_type
 from deployments import Deployment, clean_environ, unexpected, wait_ready
-from fault_clients import TURN_TIMEOUT_S, assert_in_history, history, open_caller, type_turn, wait_turn
+from fault_clients import (
+    TURN_TIMEOUT_S,
+    assert_in_history,
+    history,
+    open_caller,
+    reply_since,
+    send,
+    settled,
+    type_turn,
+    wait_turn,
+)
 from fault_wires import Faults
 from openai_peer import Text
 from servers import ROOT, free_port, migrate, server_command
@@ -157,3 +169,57 @@ async def test_a_worker_killed_mid_conversation_loses_no_answered_turn_and_the_c
     assert service.proc.poll() is None  # the server lives on
     incidents = unexpected(service.log_text(), {})
     assert not incidents, incidents  # no ERROR line, no traceback: a killed worker is no incident
+
+
+LONG = (
+    "Let me walk you through the whole procedure step by step, so please bear with me. First you "
+    "open the app, then you choose settings, then security, then you scroll all the way down to the "
+    "card section, and there you can freeze the card, order a new one and set a new pin."
+)
+
+
+async def test_a_worker_killed_while_a_received_reply_plays_keeps_that_reply(two_workers, faults):
+    """The caller has a reply in full (text and audio) while it still plays when its worker dies:
+    the reply is in the history (written when sent, heard "unknown"), and the session resumed on
+    the other worker has it in the model's context."""
+    service = two_workers
+    faults.chat.push(Text(LONG), Text(AFTER[1]))
+    caller = await open_caller(service)
+    try:
+        await wait_turn(caller, 0)  # the greeting, heard out
+        start = len(caller.inbox.messages)
+        await send(caller, "text", {"text": "how do I freeze my card"})
+        i = await caller.inbox.wait(is_type("response", final=True), start, timeout=TURN_TIMEOUT_S)
+        await caller.inbox.wait(settled, i, timeout=TURN_TIMEOUT_S)  # text and audio all received
+        assert reply_since(caller, "", start).answers == [LONG]
+        # While it plays, wait for the row (the background writer), but never past its last second.
+        turns: list[dict] = []
+        while caller.playing_until - time.monotonic() > 1.5:
+            turns = await history(service, caller.session_id)
+            if any(t["content"] == LONG for t in turns):
+                break
+            await asyncio.sleep(0.2)
+        assert caller.playing_until - time.monotonic() > 0.5, "the reply played out before the kill"
+        os.kill(worker_holding(service, caller.ws.local_address[1]), signal.SIGKILL)
+        async with asyncio.timeout(TURN_TIMEOUT_S):
+            while caller.inbox.closed is None:
+                await asyncio.sleep(0.05)
+    finally:
+        await caller.close()
+
+    turns = await history(service, caller.session_id)
+    replies = [t for t in turns if t["role"] == "assistant" and t["content"] == LONG]
+    assert [t.get("heard") for t in replies] == ["unknown"], turns  # once, how much heard unknown
+
+    again = await open_caller(service, session_id=caller.session_id)
+    try:
+        reply = await type_turn(again, AFTER[0])
+        assert reply.answers == [AFTER[1]] and not reply.errors, reply
+        context = [(m["role"], m.get("content")) for m in faults.chat.last_body["messages"]]
+        assert ("assistant", LONG) in context, context
+        await assert_in_history(service, caller.session_id, [("assistant", LONG), ("user", AFTER[0])])
+    finally:
+        await again.close()
+    assert service.proc.poll() is None
+    incidents = unexpected(service.log_text(), {})
+    assert not incidents, incidents

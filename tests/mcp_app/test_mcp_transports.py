@@ -122,7 +122,7 @@ def test_dead_server_goes_unhealthy_then_recovers(bare_manager):
         add(bare_manager, name="demo", url=peer.url)
         peer.stop()
         result = call(bare_manager, "demo_echo", {"text": "x"})
-        assert not result.ok and "unreachable" in result.error["message"]
+        assert not result.ok and "cannot be reached" in result.error["message"]  # the model's words
         record = bare_manager.record("demo")
         assert record["status"] == "unhealthy" and "unreachable" in record["error"]
         assert "demo_echo" in bare_manager.registry  # tools stay offered while unhealthy

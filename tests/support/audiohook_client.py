@@ -102,6 +102,7 @@ class AudioHookClient:
         input_variables: dict | None = None,
         organization_id: str = ORG,
         participant_id: str | None = None,
+        extra: dict | None = None,
     ) -> None:
         await self.send(
             "open",
@@ -117,6 +118,7 @@ class AudioHookClient:
                 "media": [MONO] if media is None else media,
                 "language": "en-US",
                 "inputVariables": input_variables or {},
+                **(extra or {}),
             },
         )
 

@@ -254,3 +254,34 @@ def test_with_an_api_key_the_pages_ask_for_it_then_work(keyed_service):
             raise
         finally:
             browser.close()
+
+
+def test_a_live_conversation_that_cannot_start_stops_the_microphone(service, tmp_path):
+    """Live mode without a realtime API: the page shows the failure and stops the microphone, and
+    the server logs the failure once, not once per audio frame."""
+    from playwright.sync_api import expect, sync_playwright
+
+    wav = spoken_wav(tmp_path / "caller.wav", "hello is anybody there", tail_s=3.0)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = launch(pw, wav)
+        page = browser.new_page()
+        try:
+            page.goto(service + "/")
+            expect(page.locator("#scenario option[value=banking]")).to_have_count(1)
+            page.select_option("#mode", "live")
+            page.get_by_role("button", name="Start microphone").click()
+            expect(page.locator("#error")).to_contain_text("start_failed", timeout=15_000)
+            expect(page.locator("#error")).to_contain_text("realtime voice API")
+            mic = page.get_by_role("button", name="Start microphone")
+            expect(mic).to_have_attribute("aria-pressed", "false")
+            expect(page.locator("#notice")).to_contain_text("Microphone stopped")
+            expect(page.locator("#state")).to_have_text("not started")
+            page.wait_for_timeout(1500)  # a microphone still on would send 75 frames meanwhile
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "live-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    log = (tmp_path / "server.log").read_text()
+    assert log.count("could not start conversation") == 1, log[-3000:]

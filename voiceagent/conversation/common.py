@@ -308,4 +308,6 @@ async def record_tool(
             agent=agent,
         )
     )
-    await host.add_turn(Turn(role="tool", content=content, agent=agent, tool_name=call.name))
+    turn = Turn(role="tool", content=content, agent=agent, tool_name=call.name, tool_call_id=call.id or None)
+    turn.arguments = args if isinstance(args, dict) else {"_raw": call.arguments}
+    await host.add_turn(turn)

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
@@ -37,7 +38,14 @@ from voiceagent.conversation.events import (
     Transcript,
     TurnMetrics,
 )
-from voiceagent.conversation.session import SessionState, SessionStore, Turn
+from voiceagent.conversation.session import (
+    HEARD_CUT,
+    HEARD_PLAYED,
+    HEARD_UNKNOWN,
+    SessionState,
+    SessionStore,
+    Turn,
+)
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec, resolve_voice
 from voiceagent.conversation.timers import ENDED_BY_AGENT, ConversationTimers
 from voiceagent.conversation.timing import TurnClock, TurnReport, TurnTiming, notify
@@ -132,7 +140,8 @@ class ConversationCore(ConversationTimers, abc.ABC):
         self.dropped_frames = 0
         self.turn_ended_at: float | None = None  # the end-of-turn decision (latency metrics start here)
         self.clock = TurnClock()  # per-turn timings and usage (voiceagent.conversation.timing)
-        self._interrupted: list[tuple[str, str | None, TurnTiming | None]] | None = None
+        self._interrupted: list[tuple[str, str | None, TurnTiming | None, bool, object]] | None = None
+        self._sent: dict[object, Turn] = {}  # replies written when sent, by key, until heard
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rids = itertools.count(1)
         self._seq = itertools.count(1)
@@ -341,32 +350,78 @@ class ConversationCore(ConversationTimers, abc.ABC):
     def _add_turn(self, turn: Turn) -> None:
         """In memory now; in the store in order (one write after the other, off the event path)."""
         self.history.append(turn)
+        self._store_write(turn, correction=False)
+
+    def _store_write(self, turn: Turn, correction: bool) -> None:
+        """A turn (or the correction of one) into the store, in order, off the event path."""
         if self.state is not None:
             self._persist_tail = asyncio.get_running_loop().create_task(
-                self._persist(self._persist_tail, turn)
+                self._persist(self._persist_tail, turn, correction)
             )
 
-    def _add_assistant_turn(self, text: str, agent: str | None, timing: TurnTiming | None) -> None:
-        """The agent's words as heard, with their turn's timings and usage; the turn is reported
-        (a ``TurnMetrics`` event, the process's turn observers). Inside a barge-in it waits until
-        ``StopAudio`` is queued, so that the interrupted turn carries its reaction time."""
+    def _write_sent(self, key: object, text: str, agent: str | None) -> None:
+        """A reply the caller has (its text and audio sent) goes into the store NOW, whole, heard
+        "unknown": a process that dies while it plays loses nothing the caller received. When it
+        has played or been cut, :meth:`_add_assistant_turn` with the same ``key`` corrects that row
+        to what was heard (and only then is it in :attr:`history`, the model's context)."""
+        if not text or self.state is None or self.closed:
+            return
+        turn = Turn(role="assistant", content=text, agent=agent, heard=HEARD_UNKNOWN, uid=uuid.uuid4().hex)
+        self._sent[key] = turn
+        self._store_write(turn, correction=False)
+
+    def _withdraw_sent(self, key: object) -> None:
+        """The reply written when sent was cut before the caller heard any of it: its row goes."""
+        sent = self._sent.pop(key, None)
+        if sent is not None:
+            self._store_write(
+                Turn(role="assistant", content="", agent=sent.agent, uid=sent.uid), correction=True
+            )
+
+    def _add_assistant_turn(
+        self,
+        text: str,
+        agent: str | None,
+        timing: TurnTiming | None,
+        cut: bool = False,
+        sent_key: object = None,
+    ) -> None:
+        """The agent's words as heard (``cut``: a barge-in stopped them), with their turn's timings
+        and usage; the turn is reported (a ``TurnMetrics`` event, the process's turn observers). A
+        reply written when sent (``sent_key``) has its row corrected, not a second one. Inside a
+        barge-in it waits until ``StopAudio`` is queued, so that the interrupted turn carries its
+        reaction time."""
         if self._interrupted is not None:
-            self._interrupted.append((text, agent, timing))
+            self._interrupted.append((text, agent, timing, cut, sent_key))
             return
         closed = self.clock.close(timing)
         latency, usage = closed.result()
-        self._add_turn(Turn(role="assistant", content=text, agent=agent, latency_ms=latency, usage=usage))
+        heard = HEARD_CUT if cut else HEARD_PLAYED
+        turn = Turn(role="assistant", content=text, agent=agent, latency_ms=latency, usage=usage, heard=heard)
+        sent = self._sent.pop(sent_key, None) if sent_key is not None else None
+        if sent is None:
+            self._add_turn(turn)
+        else:
+            turn.at, turn.uid = sent.at, sent.uid  # in its place, where it was said
+            self.history.append(turn)
+            self._store_write(turn, correction=True)
         index = self.clock.closed_count
         self.channel.put_nowait(
             TurnMetrics(self.session_id, latency_ms=latency, usage=usage, turn_index=index, agent=agent or "")
         )
         notify(TurnReport(self.session_id, self.transport, agent, index, latency, usage, dict(closed.marks)))
 
-    async def _persist(self, previous: asyncio.Task | None, turn: Turn) -> None:
+    async def _persist(self, previous: asyncio.Task | None, turn: Turn, correction: bool = False) -> None:
         if previous is not None and not previous.done():
             await asyncio.wait([previous])
         assert self.state is not None
-        await persist(self.store.append_turn(self.state, turn), f"saving a {turn.role} turn", self.session_id)
+        if correction:
+            write = self.store.correct_turn(self.state, turn)
+            await persist(write, "correcting an assistant turn to what was heard", self.session_id)
+        else:
+            await persist(
+                self.store.append_turn(self.state, turn), f"saving a {turn.role} turn", self.session_id
+            )
 
     def _commit_when_played(self, until: float, commit: Callable[..., None], *args: Any) -> None:
         """``commit(*args)`` once the agent audio queued until ``until`` (loop time) has played."""
@@ -397,10 +452,10 @@ class ConversationCore(ConversationTimers, abc.ABC):
         finally:
             interrupted, self._interrupted = self._interrupted, None
         reaction = (self.loop_time() - now) * 1000.0
-        for text, agent, timing in interrupted:
+        for text, agent, timing, cut, sent_key in interrupted:
             if timing is not None and audio_out:
                 timing.barge_in_ms = round(reaction, 3)
-            self._add_assistant_turn(text, agent, timing)
+            self._add_assistant_turn(text, agent, timing, cut, sent_key)
         self.playback_end = now
         self.active_rid = None
         if stopped is not None:  # per turn at most: DEBUG, the event stream tells clients anyway

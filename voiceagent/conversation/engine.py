@@ -256,6 +256,8 @@ class Conversation(CascadeListening, ConversationCore):
         if previous is not None:
             self._commit(previous, self.loop_time())
         self._pending = (rid, agent, speaker)
+        if self.playback_end > self.loop_time():  # still to play: the caller has it, the store too
+            self._write_sent(rid, speaker.all_spoken(), agent)
         self._commit_when_played(self.playback_end, self._commit_pending, rid)
 
     def _commit_pending(self, rid: int) -> None:
@@ -278,19 +280,21 @@ class Conversation(CascadeListening, ConversationCore):
         the speaker of an answer already committed while its task saves the state."""
         if pending is None or self.state is None:
             return
-        _, agent, speaker = pending
+        rid, agent, speaker = pending
         if speaker.committed:
             return
         text = speaker.spoken_until(now)
         interrupted = now != float("inf")
+        cut = False
         if not text:
             if not (interrupted and speaker.played_by(now)):
+                self._withdraw_sent(rid)
                 return
-            text = "…"  # the caller heard it begin and cut it before its first whole word
+            text, cut = "…", True  # the caller heard it begin and cut it before its first whole word
         elif interrupted and (speaker.cut or text != speaker.all_spoken()):
-            text += " …"  # interrupted here
+            text, cut = text + " …", True  # interrupted here
         speaker.committed = True
-        self._add_assistant_turn(text, agent, speaker.timing)
+        self._add_assistant_turn(text, agent, speaker.timing, cut, sent_key=rid)
 
     async def _respond(self, user_text: str) -> None:
         """One user turn: history, LLM rounds with tools and handoffs, streamed speech."""

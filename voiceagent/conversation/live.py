@@ -339,6 +339,9 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
 
     def _commit_played(self, items: list[AssistantItem]) -> None:
         pending = [i for i in items if not i.committed]
+        for item in pending:
+            if item.end > self.loop_time():  # still to play: the caller has it, the store too
+                self._write_sent(item.id, item.transcript(), item.agent)
         if pending:
             self._commit_when_played(max(i.end for i in pending), self._commit_items, pending)
 
@@ -357,7 +360,10 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         if text:
             if item.timing is not None:
                 item.timing.add("realtime_audio_out_s", item.total_ms / 1000.0)
-            self._add_assistant_turn(text, item.agent, item.timing)
+            cut = now is not None and text != item.transcript()
+            self._add_assistant_turn(text, item.agent, item.timing, cut, sent_key=item.id)
+        else:
+            self._withdraw_sent(item.id)
 
     def _agent_busy(self) -> bool:
         working = self._tool_task is not None and not self._tool_task.done()

@@ -14,6 +14,11 @@ from typing import Any, Literal, Protocol
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 Role = Literal["user", "assistant", "tool", "system"]
+# How much of an assistant turn the caller heard. It is written as "unknown" the moment it is sent
+# (text and audio on their way to the caller) and corrected once that is known: "played" (in full)
+# or "cut" (a barge-in: the content becomes the words heard). A process that died before then leaves
+# "unknown" - the caller may have heard all of it.
+HEARD_UNKNOWN, HEARD_PLAYED, HEARD_CUT = "unknown", "played", "cut"
 
 
 def valid_session_id(value: str | None) -> bool:
@@ -33,6 +38,10 @@ class Turn:
     at: float = field(default_factory=time.time)
     latency_ms: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
+    heard: str | None = None  # assistant turns: HEARD_UNKNOWN / HEARD_PLAYED / HEARD_CUT
+    uid: str | None = None  # a turn written before it was heard: what its correction replaces
+    tool_call_id: str | None = None  # tool turns: the model's id of the call this answers
+    arguments: dict[str, Any] | None = None  # tool turns: the arguments it was called with
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,6 +89,11 @@ class SessionStore(Protocol):
 
     async def append_turn(self, state: SessionState, turn: Turn) -> None: ...
 
+    async def correct_turn(self, state: SessionState, turn: Turn) -> None:
+        """Replace the turn written with ``turn.uid`` by ``turn`` (what was heard of a reply written
+        when sent); an empty ``content`` removes it (the caller heard none of it)."""
+        ...
+
     async def record_handoff(self, state: SessionState, event: HandoffEvent) -> None: ...
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]: ...
@@ -104,6 +118,16 @@ class InMemorySessionStore:
 
     async def append_turn(self, state: SessionState, turn: Turn) -> None:
         self.turns.setdefault(state.session_id, []).append(turn)
+
+    async def correct_turn(self, state: SessionState, turn: Turn) -> None:
+        turns = self.turns.get(state.session_id, [])
+        for i, written in enumerate(turns):
+            if written.uid is not None and written.uid == turn.uid:
+                if turn.content:
+                    turns[i] = turn
+                else:
+                    del turns[i]
+                return
 
     async def record_handoff(self, state: SessionState, event: HandoffEvent) -> None:
         state.handoffs.append(

@@ -23,8 +23,11 @@ async def test_an_answer_committed_before_the_next_turn_is_not_committed_again()
         store.save = slow_save
         slow.set()
         h.speak()
-        # the answer has played and is in the history, while its task still saves the state
-        await h.until(lambda h: any(t.content == "The answer." for t in store.turns["s1"]))
+        # the answer has played and is in the history (written when sent, then marked played),
+        # while its task still saves the state
+        await h.until(
+            lambda h: any(t.content == "The answer." and t.heard == "played" for t in store.turns["s1"])
+        )
         assert not h.conv._response_task.done()
         slow.clear()
         h.speak()  # the next turn starts now: a "new turn" barge-in finds the task still running

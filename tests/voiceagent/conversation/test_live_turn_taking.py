@@ -116,7 +116,10 @@ class Live(ConversationDriver):
         return [t.content for t in self.store.turns.get("s1", []) if t.role == "user"]
 
     def said(self) -> list[str]:
-        return [t.content for t in self.store.turns.get("s1", []) if t.role == "assistant"]
+        turns = self.store.turns.get(
+            "s1", []
+        )  # heard: a reply is in the store "unknown" from when it is sent
+        return [t.content for t in turns if t.role == "assistant" and t.heard != "unknown"]
 
 
 def story_turn(peer: RealtimePeer, *caller: str) -> None:

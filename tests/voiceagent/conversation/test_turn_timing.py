@@ -21,7 +21,8 @@ peer, _clean_peer = test_live.peer, test_live._clean_peer  # the realtime peer's
 
 
 def assistant_turns(store) -> list:
-    return [t for t in store.turns["s1"] if t.role == "assistant"]
+    """The assistant turns heard (a reply is in the store from when it is sent, "unknown" until played)."""
+    return [t for t in store.turns["s1"] if t.role == "assistant" and t.heard != "unknown"]
 
 
 def check_shape(turn) -> None:

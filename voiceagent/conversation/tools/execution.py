@@ -105,7 +105,7 @@ async def execute_spec(
             )
         return _exception_result(spec, exc, parsed, elapsed())
     except ToolError as exc:
-        logger.warning("tool %s failed: %s", spec.name, exc)
+        logger.warning("tool %s failed: %s", spec.name, getattr(exc, "detail", exc))
         return ToolResult.failure(spec.name, ERROR_FAILED, str(exc), elapsed())
     except Exception as exc:
         return _exception_result(spec, exc, parsed, elapsed())

@@ -41,7 +41,12 @@ class ToolError(Exception):
     """A tool failed in a way it can put in words (a remote server unreachable or lost, the tool
     reporting an error): the model is told the message, the log gets one WARNING. Why not a plain
     exception: those are bugs, logged at ERROR with their traceback, which an outage of someone
-    else's server is not."""
+    else's server is not. ``detail`` is what the log gets instead of the message, when it may say
+    more than the model, the caller and the history should see (an internal server address)."""
+
+    def __init__(self, message: str, detail: str | None = None):
+        super().__init__(message)
+        self.detail = detail or message
 
 
 @dataclass

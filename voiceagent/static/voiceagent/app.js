@@ -124,7 +124,10 @@ function handle(m) {
     case "audio_levels":
       $("meter-in").value = p.input; $("meter-out").value = p.output;
       break;
-    case "error": showError(`Error ${p.code}: ${p.message}`); break;
+    case "error":
+      showError(`Error ${p.code}: ${p.message}`);
+      if (p.code === "start_failed") startFailed();
+      break;
     case "turn_metrics": showTiming(p); break;
   }
 }
@@ -194,6 +197,13 @@ async function startMic() {
   state.micOn = true;
   send("control", { action: "start" });
   $("mic").textContent = "Stop microphone"; $("mic").setAttribute("aria-pressed", "true");
+}
+
+/* The conversation could not start (live mode without a realtime API, say): the microphone stops
+   (the server no longer retries on its audio) and the page says so until the next start. */
+function startFailed() {
+  $("state").textContent = "not started";
+  if (state.micOn) { stopMic(); notice("Microphone stopped: the conversation could not start."); }
 }
 
 async function stopMic() {
