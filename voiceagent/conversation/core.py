@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
@@ -36,19 +35,16 @@ from voiceagent.conversation.events import (
     StateChange,
     StopAudio,
     Transcript,
-    TurnMetrics,
 )
+from voiceagent.conversation.history import ConversationHistory
 from voiceagent.conversation.session import (
-    HEARD_CUT,
-    HEARD_PLAYED,
-    HEARD_UNKNOWN,
     SessionState,
     SessionStore,
     Turn,
 )
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec, resolve_voice
 from voiceagent.conversation.timers import ENDED_BY_AGENT, ConversationTimers
-from voiceagent.conversation.timing import TurnClock, TurnReport, TurnTiming, notify
+from voiceagent.conversation.timing import TurnClock, TurnTiming
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
 from voiceagent.conversation.turn_taking import TurnTaking, resolve
 from voiceagent.logging import session_id_var
@@ -103,7 +99,7 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-class ConversationCore(ConversationTimers, abc.ABC):
+class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
     """One session's conversation, whatever the pipeline: create, ``await start()``, push, read events."""
 
     log: ClassVar[logging.Logger] = logger
@@ -341,100 +337,6 @@ class ConversationCore(ConversationTimers, abc.ABC):
     async def _too_many_tool_rounds(self) -> None:
         message = f"stopped after {self.config.max_tool_rounds} tool rounds"
         await self.emit(Error(self.session_id, code="tool_rounds_exceeded", message=message))
-
-    # --- history --------------------------------------------------------------------------------------
-    async def add_turn(self, turn: Turn) -> None:
-        """A history turn (the ToolHost side of :func:`~voiceagent.conversation.common.run_tool_round`)."""
-        self._add_turn(turn)
-
-    def _add_turn(self, turn: Turn) -> None:
-        """In memory now; in the store in order (one write after the other, off the event path)."""
-        self.history.append(turn)
-        self._store_write(turn, correction=False)
-
-    def _store_write(self, turn: Turn, correction: bool) -> None:
-        """A turn (or the correction of one) into the store, in order, off the event path."""
-        if self.state is not None:
-            self._persist_tail = asyncio.get_running_loop().create_task(
-                self._persist(self._persist_tail, turn, correction)
-            )
-
-    def _write_sent(self, key: object, text: str, agent: str | None) -> None:
-        """A reply the caller has (its text and audio sent) goes into the store NOW, whole, heard
-        "unknown": a process that dies while it plays loses nothing the caller received. When it
-        has played or been cut, :meth:`_add_assistant_turn` with the same ``key`` corrects that row
-        to what was heard (and only then is it in :attr:`history`, the model's context)."""
-        if not text or self.state is None or self.closed:
-            return
-        turn = Turn(role="assistant", content=text, agent=agent, heard=HEARD_UNKNOWN, uid=uuid.uuid4().hex)
-        self._sent[key] = turn
-        self._store_write(turn, correction=False)
-
-    def _withdraw_sent(self, key: object) -> None:
-        """The reply written when sent was cut before the caller heard any of it: its row goes."""
-        sent = self._sent.pop(key, None)
-        if sent is not None:
-            self._store_write(
-                Turn(role="assistant", content="", agent=sent.agent, uid=sent.uid), correction=True
-            )
-
-    def _add_assistant_turn(
-        self,
-        text: str,
-        agent: str | None,
-        timing: TurnTiming | None,
-        cut: bool = False,
-        sent_key: object = None,
-    ) -> None:
-        """The agent's words as heard (``cut``: a barge-in stopped them), with their turn's timings
-        and usage; the turn is reported (a ``TurnMetrics`` event, the process's turn observers). A
-        reply written when sent (``sent_key``) has its row corrected, not a second one. Inside a
-        barge-in it waits until ``StopAudio`` is queued, so that the interrupted turn carries its
-        reaction time."""
-        if self._interrupted is not None:
-            self._interrupted.append((text, agent, timing, cut, sent_key))
-            return
-        closed = self.clock.close(timing)
-        latency, usage = closed.result()
-        heard = HEARD_CUT if cut else HEARD_PLAYED
-        turn = Turn(role="assistant", content=text, agent=agent, latency_ms=latency, usage=usage, heard=heard)
-        sent = self._sent.pop(sent_key, None) if sent_key is not None else None
-        if sent is None:
-            self._add_turn(turn)
-        else:
-            turn.at, turn.uid = sent.at, sent.uid  # in its place, where it was said
-            self.history.append(turn)
-            self._store_write(turn, correction=True)
-        index = self.clock.closed_count
-        self.channel.put_nowait(
-            TurnMetrics(self.session_id, latency_ms=latency, usage=usage, turn_index=index, agent=agent or "")
-        )
-        notify(TurnReport(self.session_id, self.transport, agent, index, latency, usage, dict(closed.marks)))
-
-    async def _persist(self, previous: asyncio.Task | None, turn: Turn, correction: bool = False) -> None:
-        if previous is not None and not previous.done():
-            await asyncio.wait([previous])
-        assert self.state is not None
-        if correction:
-            write = self.store.correct_turn(self.state, turn)
-            await persist(write, "correcting an assistant turn to what was heard", self.session_id)
-        else:
-            await persist(
-                self.store.append_turn(self.state, turn), f"saving a {turn.role} turn", self.session_id
-            )
-
-    def _commit_when_played(self, until: float, commit: Callable[..., None], *args: Any) -> None:
-        """``commit(*args)`` once the agent audio queued until ``until`` (loop time) has played."""
-        delay = until - self.loop_time()
-        if delay <= 0.0:
-            commit(*args)
-        else:
-            self._spawn(self._commit_later(delay, commit, *args))
-
-    @staticmethod
-    async def _commit_later(delay: float, commit: Callable[..., None], *args: Any) -> None:
-        await asyncio.sleep(delay)
-        commit(*args)
 
     # --- barge-in and the end of a response ------------------------------------------------------------
     def _barge_in(self, cause: str) -> None:
