@@ -30,7 +30,13 @@ Figures, per side and number of conversations (all rounds pooled):
   Silero decision, the silence wait, the instant providers and each server's transport; the two
   servers decide on the same silence, so what differs is how late each notices it and how fast it
   turns the decision into audio on the socket).
-- ``early`` (answer audio while the caller still spoke) and ``missing`` (no answer) turns, not timed.
+- ``early`` (answer audio while the caller still spoke, the turn before answered) and ``missing``
+  (no answer) turns, not timed; a late answer is timed, however late.
+- ``server_cores``: the server's CPU seconds per wall second over the runs. ONE process each: a
+  server near 1 core (the GIL) on a busy machine cannot take more; its conversations fall behind
+  (end of turn in seconds) and its CPU per session-second then reads LOW, since the audio it never
+  got to is dropped at the hang-up: ``saturated`` says so (end of turn p50 over twice the silence,
+  or under 90 % of the turns timed), and that figure is a floor, not a cost.
 
 Targets (issue 30, point 6): ours <= 1/5 of Pipecat's CPU per session-second at every number of
 conversations, and our end of turn p50 <= Pipecat's. Prints one JSON line; run it under
@@ -134,6 +140,7 @@ def measure(pid: int, url: str, protocol: str, clip: caller.Clip, n: int, spread
     cpu = proc_cpu.process_tree(pid) - cpu0
     return {
         "cpu_s": round(cpu, 3),
+        "server_cores": round(cpu / wall, 3),
         "session_s": round(res.session_s, 2),
         "wall_s": round(wall, 2),
         "cpu_ms_per_session_s": round(cpu * 1000 / res.session_s, 2) if res.session_s else None,
@@ -158,6 +165,7 @@ def summarise(runs: list[dict]) -> dict:
         "cpu_ms_per_session_s": round(cpu * 1000 / session, 2) if session else None,
         "cpu_ms_per_session_s_by_round": [r["cpu_ms_per_session_s"] for r in runs],
         "end_of_turn_ms": {"p50": pct(eot, 50), "p95": pct(eot, 95), "max": max(eot) if eot else None},
+        "server_cores": max(r["server_cores"] for r in runs),
         "turns_timed": len(eot),
         "early": sum(r["early"] for r in runs),
         "missing": sum(r["missing"] for r in runs),
@@ -165,6 +173,12 @@ def summarise(runs: list[dict]) -> dict:
         "caller_cpu_cores": max(r["caller_cpu_cores"] for r in runs),
         "caller_send_lag_ms_p99": max(r["caller_send_lag_ms_p99"] for r in runs),
     }
+
+
+def saturated(side: dict, turns: int, silence_ms: int) -> bool:
+    """The server fell behind its callers: its CPU per session-second is a floor, not a cost."""
+    p50 = side["end_of_turn_ms"]["p50"]
+    return side["turns_timed"] < 0.9 * turns or p50 is None or p50 > 2 * silence_ms
 
 
 def compare(ours: dict, theirs: dict) -> dict:
@@ -225,6 +239,8 @@ def run(args: argparse.Namespace) -> dict:
     results = {}
     for n, sides in runs.items():
         ours, theirs = summarise(sides["ours"]), summarise(sides["pipecat"])
+        for side in (ours, theirs):
+            side["saturated"] = saturated(side, n * args.turns * args.rounds, args.silence_ms)
         results[str(n)] = {"ours": ours, "pipecat": theirs, **compare(ours, theirs)}
     return {
         "bench": "vs_pipecat",

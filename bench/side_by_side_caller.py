@@ -6,9 +6,12 @@ The clip (:func:`make_clip`): ``lead_s`` of faint noise while the greeting plays
 times the caller's speech (trimmed to its voiced part) followed by ``tail_s`` of faint noise while
 the answer plays. "End of speech" of a turn is the instant the caller sends the frame holding the
 last sample of speech; the end of turn of that turn is the time from then to the first agent
-audio frame that arrives after it. A turn whose answer started while the caller was still speaking
-(its VAD ended the turn inside the speech) counts as ``early``, one with no answer before the next
-turn's speech as ``missing``; neither is timed.
+audio frame that arrives after it, however late (an answer that arrives while the caller already
+says the next turn is still that turn's answer, timed as such: a server that falls behind shows
+it in its end of turn). Audio arriving 100 ms or more into a turn's speech while the turn before it
+has had its answer is an answer to words not finished yet (a VAD that cut the caller off, or a
+late greeting): that turn counts as ``early``; a turn with no answer by the end of the clip counts
+as ``missing``; neither is timed.
 
 Both servers get the same bytes on the same schedule; only the envelope differs: the service's
 protocol (docs/api.md: ``config`` + ``control start``, binary caller frames, JSON ``audio``
@@ -100,7 +103,10 @@ class _Turns:
         if self.turn < 0:
             return
         if self.speaking:
-            if now - self.speech_start_at[self.turn] > 0.1:  # not the tail of the previous answer
+            previous = self.turn - 1
+            if previous >= 0 and previous not in self.first_audio and previous not in self.early:
+                self.first_audio[previous] = now  # a late answer to the turn before
+            elif now - self.speech_start_at[self.turn] > 0.1:  # not the tail of the previous answer
                 self.early.add(self.turn)
         elif self.turn not in self.first_audio:
             self.first_audio[self.turn] = now

@@ -5,6 +5,7 @@ thresholds: the bench reports times, these check that what it counts is what hap
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench")]
@@ -42,12 +44,18 @@ class EnergyPeer:
     quiet frames following speech, one binary frame back ("agent audio"); ``during_speech`` makes
     it answer at once instead, as a VAD that cuts the caller off would."""
 
-    def __init__(self, silence: int = 5, during_speech: bool = False) -> None:
-        self.silence, self.during_speech = silence, during_speech
+    def __init__(self, silence: int = 5, during_speech: bool = False, delay_s: float = 0.0) -> None:
+        self.silence, self.during_speech, self.delay_s = silence, during_speech, delay_s
         self.port = 0
         self.ready = threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.stop: asyncio.Event | None = None
+        self.tasks: set[asyncio.Task] = set()
+
+    async def answer(self, ws) -> None:
+        await asyncio.sleep(self.delay_s)
+        with contextlib.suppress(ConnectionClosed):
+            await ws.send(b"\0" * 960)
 
     async def handler(self, ws) -> None:
         spoke, quiet = 0, 0
@@ -58,7 +66,7 @@ class EnergyPeer:
                 await ws.send(b"\0" * 960)
             if spoke and quiet == self.silence:
                 if not self.during_speech:
-                    await ws.send(b"\0" * 960)
+                    self.tasks.add(asyncio.create_task(self.answer(ws)))
                 spoke = 0
 
     def run(self) -> None:
@@ -99,6 +107,16 @@ def test_an_answer_while_the_caller_speaks_is_early_and_not_timed():
     assert res.early == 2 and res.end_of_turn_ms == [] and res.missing == 0, res
 
 
+def test_a_late_answer_is_timed_as_its_turns_not_the_next_ones_early_answer():
+    """A server falling behind answers turn 1 while the caller says turn 2: that is turn 1's end of
+    turn (long), and turn 2 is neither early nor missing."""
+    clip = caller.make_clip(SPEECH, turns=3, lead_s=0.2, tail_s=0.3)
+    with EnergyPeer(delay_s=0.3) as url:  # 400 ms after the end: 100 ms into the next turn's speech
+        res = caller.run(url, "pipecat", clip, conversations=1, spread_s=0.0)
+    assert res.early == 0 and len(res.end_of_turn_ms) + res.missing == 3, res
+    assert len(res.end_of_turn_ms) >= 2 and min(res.end_of_turn_ms) > 300, res
+
+
 def test_a_turn_never_answered_is_missing():
     clip = caller.make_clip(SPEECH, turns=2, lead_s=0.2, tail_s=0.3)
     with EnergyPeer(silence=10_000) as url:
@@ -113,13 +131,22 @@ def test_arguments_and_verdicts():
     with pytest.raises(SystemExit):
         bench.parse_args(["--conversations", "0"])
     run = {"cpu_s": 1.0, "session_s": 100.0, "end_of_turn_ms": [500.0, 510.0], "early": 0, "missing": 0}
-    run |= {"errors": {}, "caller_cpu_cores": 0.1, "caller_send_lag_ms_p99": 0.0, "cpu_ms_per_session_s": 10.0}
+    run |= {
+        "errors": {},
+        "server_cores": 0.3,
+        "caller_cpu_cores": 0.1,
+        "caller_send_lag_ms_p99": 0.0,
+        "cpu_ms_per_session_s": 10.0,
+    }
     ours = bench.summarise([run, run])
     theirs = bench.summarise([{**run, "cpu_s": 6.0, "end_of_turn_ms": [520.0, 530.0]}])
     assert ours["cpu_ms_per_session_s"] == 10.0 and theirs["cpu_ms_per_session_s"] == 60.0
     verdict = bench.compare(ours, theirs)
     assert verdict["cpu_ratio_pipecat_over_ours"] == 6.0 and verdict["cpu_target_met"]
     assert verdict["end_of_turn_p50_ours_minus_pipecat_ms"] < 0 and verdict["end_of_turn_target_met"]
+    assert not bench.saturated(ours, turns=4, silence_ms=500)
+    assert bench.saturated(ours, turns=10, silence_ms=500)  # 4 of 10 turns timed: fell behind
+    assert bench.saturated(ours, turns=4, silence_ms=200)  # answers at 2.5x the silence
     assert bench.PIPECAT_REQUIREMENTS[0] == f"pipecat-ai[silero,websocket]=={bench.PIPECAT_VERSION}"
 
 
