@@ -38,6 +38,23 @@ Figures, per side and number of conversations (all rounds pooled):
   got to is dropped at the hang-up: ``saturated`` says so (end of turn p50 over twice the silence,
   or under 90 % of the turns timed), and that figure is a floor, not a cost.
 
+What is NOT the same, by design or left as each framework ships it:
+
+- Each server's own protocol: ours sends audio as base64 JSON ``audio`` messages of 100 ms plus its
+  events (state, transcript, response, turn_metrics, ``audio_levels`` 10 a second); Pipecat sends
+  raw PCM16 in 40 ms chunks (its default ``audio_out_10ms_chunks``) plus its RTVI events as JSON
+  (on by default; ~45 a conversation of 2 turns against our ~80 non-audio messages).
+- The service's Silero sits behind its -45 dBFS energy gate: on the default -60 dBFS hiss between
+  turns it skips the model and its end of speech is exact to the frame, where Pipecat runs the
+  model on every 32 ms window and waits for its probability to fall. ``--noise-dbfs -40`` (above the
+  gate) makes both run the model throughout.
+- One ONNX session per process (ours) against one per conversation, each with its own inference
+  thread (Pipecat's SileroVADAnalyzer); both with one intra-op thread, onnxruntime 1.32.0.
+- Pipecat's default turn end is Smart Turn v3 (a second model), replaced here by its speech-timeout
+  strategy, since the service has no turn model: a Pipecat run with its defaults would cost more.
+- Both under uvicorn 0.54 + uvloop 0.23, without per-message deflate; websockets 15 (ours) and 17
+  (Pipecat's own requirement). Loguru at WARNING on the Pipecat side (its default is DEBUG).
+
 Targets (issue 30, point 6): ours <= 1/5 of Pipecat's CPU per session-second at every number of
 conversations, and our end of turn p50 <= Pipecat's. Prints one JSON line; run it under
 ``flock /tmp/voiceagent-bench.lock``.
