@@ -8,10 +8,11 @@ the answer plays. "End of speech" of a turn is the instant the caller sends the 
 last sample of speech; the end of turn of that turn is the time from then to the first agent
 audio frame that arrives after it, however late (an answer that arrives while the caller already
 says the next turn is still that turn's answer, timed as such: a server that falls behind shows
-it in its end of turn). Audio arriving 100 ms or more into a turn's speech while the turn before it
-has had its answer is an answer to words not finished yet (a VAD that cut the caller off, or a
-late greeting): that turn counts as ``early``; a turn with no answer by the end of the clip counts
-as ``missing``; neither is timed.
+it in its end of turn). Only the first frame of an answer counts (audio after a gap over
+``BURST_GAP_S``): the rest of an answer still playing is not a new one. An answer that starts
+while the caller speaks, the turn before already answered, is an answer to words not finished
+yet (a VAD that cut the caller off, or a late greeting): that turn counts as ``early``; a turn with
+no answer by the end of the clip counts as ``missing``; neither is timed.
 
 Both servers get the same bytes on the same schedule; only the envelope differs: the service's
 protocol (docs/api.md: ``config`` + ``control start``, binary caller frames, JSON ``audio``
@@ -34,6 +35,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 FRAME_MS, RATE = 20, 16000
 FRAME_BYTES = RATE * FRAME_MS // 1000 * 2
 PROTOCOLS = ("ours", "pipecat")
+BURST_GAP_S = 0.25  # agent audio after a longer gap starts a new answer (both pace theirs in real time)
 
 
 @dataclass
@@ -96,17 +98,20 @@ class _Turns:
         self.speech_start_at: dict[int, float] = {}
         self.first_audio: dict[int, float] = {}  # turn -> first agent audio after its end of speech
         self.early: set[int] = set()
+        self.last_audio = float("-inf")
         self.turn = -1  # the turn being spoken or answered (-1: the greeting)
         self.speaking = False
 
     def audio(self, now: float) -> None:
-        if self.turn < 0:
+        starts = now - self.last_audio > BURST_GAP_S  # the first frame of an answer, not its sequel
+        self.last_audio = now
+        if self.turn < 0 or not starts:
             return
         if self.speaking:
             previous = self.turn - 1
             if previous >= 0 and previous not in self.first_audio and previous not in self.early:
                 self.first_audio[previous] = now  # a late answer to the turn before
-            elif now - self.speech_start_at[self.turn] > 0.1:  # not the tail of the previous answer
+            else:
                 self.early.add(self.turn)
         elif self.turn not in self.first_audio:
             self.first_audio[self.turn] = now

@@ -44,8 +44,11 @@ class EnergyPeer:
     quiet frames following speech, one binary frame back ("agent audio"); ``during_speech`` makes
     it answer at once instead, as a VAD that cuts the caller off would."""
 
-    def __init__(self, silence: int = 5, during_speech: bool = False, delay_s: float = 0.0) -> None:
+    def __init__(
+        self, silence: int = 5, during_speech: bool = False, delay_s: float = 0.0, frames: int = 1
+    ) -> None:
         self.silence, self.during_speech, self.delay_s = silence, during_speech, delay_s
+        self.frames = frames  # of one answer, 20 ms apart
         self.port = 0
         self.ready = threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -55,7 +58,9 @@ class EnergyPeer:
     async def answer(self, ws) -> None:
         await asyncio.sleep(self.delay_s)
         with contextlib.suppress(ConnectionClosed):
-            await ws.send(b"\0" * 960)
+            for _ in range(self.frames):
+                await ws.send(b"\0" * 960)
+                await asyncio.sleep(0.02)
 
     async def handler(self, ws) -> None:
         spoke, quiet = 0, 0
@@ -115,6 +120,13 @@ def test_a_late_answer_is_timed_as_its_turns_not_the_next_ones_early_answer():
         res = caller.run(url, "pipecat", clip, conversations=1, spread_s=0.0)
     assert res.early == 0 and len(res.end_of_turn_ms) + res.missing == 3, res
     assert len(res.end_of_turn_ms) >= 2 and min(res.end_of_turn_ms) > 300, res
+
+
+def test_an_answer_still_playing_when_the_caller_speaks_again_is_not_an_early_answer():
+    clip = caller.make_clip(SPEECH * 2, turns=3, lead_s=0.2, tail_s=0.3)
+    with EnergyPeer(frames=15) as url:  # 300 ms of answer from 100 ms after the end: 100 ms past the tail
+        res = caller.run(url, "pipecat", clip, conversations=1, spread_s=0.0)
+    assert res.early == 0 and len(res.end_of_turn_ms) == 3, res
 
 
 def test_a_turn_never_answered_is_missing():
