@@ -43,7 +43,8 @@ What is NOT the same, by design or left as each framework ships it:
 - Each server's own protocol: ours sends audio as base64 JSON ``audio`` messages of 100 ms plus its
   events (state, transcript, response, turn_metrics, ``audio_levels`` 10 a second); Pipecat sends
   raw PCM16 in 40 ms chunks (its default ``audio_out_10ms_chunks``) plus its RTVI events as JSON
-  (on by default; ~45 a conversation of 2 turns against our ~80 non-audio messages).
+  (on by default, ``--pipecat-no-rtvi`` turns them off; ~45 a conversation of 2 turns against our
+  ~80 non-audio messages).
 - The service's Silero sits behind its -45 dBFS energy gate: on the default -60 dBFS hiss between
   turns it skips the model and its end of speech is exact to the frame, where Pipecat runs the
   model on every 32 ms window and waits for its probability to fall. ``--noise-dbfs -40`` (above the
@@ -131,10 +132,12 @@ def pipecat_python(venv: Path) -> Path:
     return python
 
 
-def start_pipecat(python: Path, silence_ms: int, log: Path) -> tuple[subprocess.Popen, int]:
+def start_pipecat(
+    python: Path, silence_ms: int, log: Path, rtvi: bool = True
+) -> tuple[subprocess.Popen, int]:
     port = free_port()
     argv = [str(python), str(ROOT / "bench" / "pipecat_peer" / "server.py"), "--port", str(port)]
-    argv += ["--silence-ms", str(silence_ms), "--greeting", GREETING]
+    argv += ["--silence-ms", str(silence_ms), "--greeting", GREETING] + ([] if rtvi else ["--no-rtvi"])
     out = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=out, env={**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -219,7 +222,7 @@ def run(args: argparse.Namespace) -> dict:
         text, voice, wpm = SENTENCE
         speech = espeak_speech(text, voice, wpm, tmp)
         clip = caller.make_clip(speech, args.turns, args.lead_s, args.tail_s, args.noise_dbfs)
-        peer, port = start_pipecat(python, args.silence_ms, tmp / "pipecat.log")
+        peer, port = start_pipecat(python, args.silence_ms, tmp / "pipecat.log", not args.pipecat_no_rtvi)
         extra = {
             "VAD_PROVIDER": "silero",
             "VAD_SILENCE_TIMEOUT": str(args.silence_ms),
@@ -277,7 +280,8 @@ def run(args: argparse.Namespace) -> dict:
             "spread_s": args.spread_s,
             "ours": "uvicorn, 1 process, instant_providers, VAD_PROVIDER=silero, browser socket (JSON audio)",
             "pipecat": "uvicorn + FastAPI, 1 process, FastAPIWebsocketTransport, raw PCM16, Silero in the "
-            "user aggregator, SpeechTimeoutUserTurnStopStrategy, RTVI on (Pipecat's default)",
+            "user aggregator, SpeechTimeoutUserTurnStopStrategy, "
+            + ("RTVI off" if args.pipecat_no_rtvi else "RTVI on (Pipecat's default)"),
         },
         "server_log": problems[:5],
         "pipecat_log_tail": peer_log,

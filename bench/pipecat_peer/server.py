@@ -57,6 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--transcript", default="hello there")
     parser.add_argument("--answer", default="Sure thing.")
     parser.add_argument("--ms-per-word", type=int, default=300)
+    parser.add_argument(
+        "--no-rtvi", action="store_true", help="without RTVI (Pipecat's events to its clients)"
+    )
     return parser.parse_args(argv)
 
 
@@ -95,7 +98,9 @@ async def converse(websocket: WebSocket, args: argparse.Namespace) -> None:
         ]
     )
     worker = PipelineWorker(
-        pipeline, params=PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=24000)
+        pipeline,
+        params=PipelineParams(audio_in_sample_rate=16000, audio_out_sample_rate=24000),
+        enable_rtvi=False if args.no_rtvi else None,  # None: Pipecat's default (on)
     )
 
     @transport.event_handler("on_client_connected")
