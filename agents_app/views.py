@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -148,6 +149,7 @@ class AgentListView(APIView):
             session_id=session_id,
             origin="api",
             allowed_variables=template_variables_allowed(data["name"], scenarios),
+            voices_dir=settings.CONFIG.TTS_VOICES_DIR,
         )
         errors = [p for p in problems if p.is_error]
         if spec is None or errors:
