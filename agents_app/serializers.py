@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents_app.definitions import turn_taking_schema as tt
+from agents_app.session_limits import MAX_PROMPT_CHARS
 from agents_app.strict_bodies import StrictSerializer
 from voiceagent.conversation.session import SESSION_ID_RE
 from voiceagent.speech.voices import voice_problem
@@ -160,7 +161,7 @@ class AgentCreateSerializer(RuntimeSettingsSerializer):
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
     prompt = serializers.RegexField(  # some text besides whitespace
         r"\S",
-        max_length=20000,
+        max_length=MAX_PROMPT_CHARS,
         trim_whitespace=False,
         error_messages={"invalid": "must not be empty", "blank": "must not be empty"},
     )

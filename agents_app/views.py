@@ -28,6 +28,7 @@ from agents_app.catalog import (
 )
 from agents_app.definitions import parse_agent, validate_scenario
 from agents_app.models import RUNTIME_FIELDS, Agent, DemoProfile
+from agents_app.session_limits import check_room
 from voiceagent.conversation.session import SESSION_ID_RE, SessionState, valid_session_id
 from voiceagent.conversation.specs import AgentSpec, ScenarioSpec
 from voiceagent.errors import ApiError
@@ -119,6 +120,7 @@ class AgentListView(APIView):
         data = _validated(s.AgentCreateSerializer, request.data)
         session_id = data.pop("session_id")
         state = _ensure_session(session_id)
+        check_room(state, "agents")
         catalog.ensure_current()
         own = _session_agents(state)
         name = data["name"]
@@ -244,6 +246,7 @@ class ScenarioListView(APIView):
         session_id = data.pop("session_id")
         data["handoffs"] = [dict(h) for h in data.get("handoffs", [])]
         state = _ensure_session(session_id)
+        check_room(state, "scenarios")
         catalog.ensure_current()
         if data["name"].lower() in catalog.scenarios or data["name"].lower() in _session_scenarios(state):
             raise ApiError(
