@@ -93,7 +93,8 @@ class AllowedHostMiddleware(_Middleware):
         try:
             request.get_host()
         except DisallowedHost:
-            host = request.META.get("HTTP_X_FORWARDED_HOST") or request.META.get("HTTP_HOST", "")
+            forwarded = settings.USE_X_FORWARDED_HOST and request.META.get("HTTP_X_FORWARDED_HOST")
+            host = forwarded or request.META.get("HTTP_HOST", "")
             logger.warning(
                 "refused %s %s: Host %r is not in ALLOWED_HOSTS",
                 request.method,

@@ -23,7 +23,7 @@ DEEP_MAPPINGS = "tests: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n"
 def test_load_yaml_names_deep_nesting(text):
     with pytest.raises(YamlProblem) as caught:
         load_yaml(text)
-    assert "nested too deeply" in caught.value.reason or caught.value.line
+    assert "nested more than 64 levels deep" in caught.value.reason and caught.value.line
 
 
 def test_load_yaml_reports_syntax_with_its_line():
@@ -43,7 +43,7 @@ def test_test_agents_on_deeply_nested_yaml_exits_2_with_a_clear_error(tmp_path):
         timeout=120,
     )
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "deep.yaml: not valid YAML: nested too deeply" in done.stderr
+    assert "deep.yaml: not valid YAML at line 2: nested more than 64 levels deep" in done.stderr
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
 
 
@@ -51,4 +51,4 @@ def test_an_agent_definition_nested_too_deeply_is_a_problem(tmp_path):
     deep = tmp_path / "agent.yaml"
     deep.write_text("name: " + "[" * 5000 + "]" * 5000 + "\n")
     data, problems = read_yaml(deep)
-    assert data is None and "nested too deeply" in problems[0].message
+    assert data is None and "nested more than 64 levels deep" in problems[0].message
