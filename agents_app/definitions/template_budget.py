@@ -40,6 +40,7 @@ class RenderBudget:
     operations: int = 20_000
     characters: int = 200_000
     seconds: float = 0.5
+    depth: int = 50  # calls inside calls (a recursive macro), before Python's own stack limit
 
 
 #: The budget of every prompt render (save-time trial renders and turns alike).
@@ -57,6 +58,7 @@ class Meter:
         self.budget = budget
         self.operations = 0
         self.characters = 0
+        self.depth = 0
         self.deadline = time.monotonic() + budget.seconds
 
     def tick(self, count: int = 1) -> None:
@@ -152,11 +154,20 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         return result
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        _meter().tick()
+        meter = _meter()
+        meter.tick()
         _check_args(args, {k: v for k, v in kwargs.items() if not k.startswith("_")})
-        result = super().call(__context, __obj, *args, **kwargs)
+        meter.depth += 1
+        try:
+            if meter.depth > meter.budget.depth:
+                raise TemplateBudgetExceeded(
+                    f"the template nests calls more than {meter.budget.depth} deep (a recursive macro?)"
+                )
+            result = super().call(__context, __obj, *args, **kwargs)
+        finally:
+            meter.depth -= 1
         if isinstance(result, str):
-            _meter().produce(len(result))
+            meter.produce(len(result))
         return result
 
 

@@ -110,3 +110,25 @@ async def test_a_template_is_rendered_off_the_event_loop(loaded):
     finally:
         catalog.watching = False
     assert ctx.system_prompt == "." * 50
+
+
+def test_recursion_is_bounded_by_the_budget_not_by_pythons_stack():
+    """With a raised recursion limit (a library may raise it) a recursive macro crashed the
+    interpreter (segfault) before RecursionError; the budget bounds call depth itself."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.setrecursionlimit(100000)\n"
+        "from agents_app.definitions.templates import render_prompt\n"
+        "from agents_app.definitions.template_budget import TemplateBudgetExceeded\n"
+        "for source in ('{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}',\n"
+        "               '{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}'):\n"
+        "    try:\n"
+        "        render_prompt(source, {})\n"
+        "    except TemplateBudgetExceeded as exc:\n"
+        "        print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.count("nests calls more than 50 deep") == 2, done.stdout
