@@ -139,7 +139,13 @@ class RuntimeSettingsSerializer(StrictSerializer):
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False, allow_null=True)
     top_p = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
     max_tokens = serializers.IntegerField(min_value=1, max_value=16384, required=False, allow_null=True)
-    voice = VoiceField(max_length=100, required=False, allow_null=True)
+    voice = VoiceField(
+        max_length=100,
+        required=False,
+        allow_null=True,
+        help_text="an installed voice, a voice file's name in TTS_VOICES_DIR, an Azure neural or OpenAI "
+        "realtime voice name, or a locale; anything else is a 400 (README, Production)",
+    )
     voice_style = serializers.CharField(max_length=50, required=False, allow_null=True)
     voice_rate = serializers.RegexField(
         r"^(?:[+-]?\d{1,3}(?:\.\d+)?%|x-slow|slow|medium|fast|x-fast|default)$",
