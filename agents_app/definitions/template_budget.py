@@ -6,10 +6,13 @@ or ``{{ 'x' * 10**9 }}`` would hold a worker for seconds or exhaust its memory. 
 runs against a :class:`Meter` (in a context variable, so a render in a worker thread has its own):
 
 - each loop iteration, call (functions, methods, macros), filter and intercepted operator is one
-  *operation*; more than :data:`BUDGET` ``operations`` stops the render;
+  *operation*; more than :data:`BUDGET` ``operations`` stops the render, calls nested deeper
+  than ``depth`` too (a recursive macro, before Python's own stack gives out);
 - every string the template makes (its output, ``~`` joins, ``*``/``+``/``%`` results, filter
-  results) counts toward ``characters``; an operation that *would* make a string over the limit
-  (``'x' * 10**9``, ``'x'.ljust(10**9)``, ``'%999999999s' % x``) is refused before it runs;
+  results) counts toward ``characters``; an operation that *would* make a value over the limit
+  (``'x' * 10**9``, ``'x'.ljust(10**9)``, ``'%999999999s' % x``, ``s|replace('x', s)``,
+  ``[1]|slice(10**8)``) is refused before it runs: widths and counts of the filters and str
+  methods that take them, format widths, the size of a replace or a join;
 - the clock is read at every operation; past ``seconds`` the render stops.
 
 :func:`instrument` rewrites a parsed template so loops, joins and output go through the meter;
@@ -113,15 +116,64 @@ def _sized(value: Any) -> int:
     return len(value) if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)) else 0
 
 
-def _check_args(args: Iterable[Any], kwargs: dict[str, Any]) -> None:
-    """A number handed to a call or filter is a size (a width, a count): refuse huge ones."""
+def _check_sizes(args: Iterable[Any], kwargs: dict[str, Any]) -> None:
+    """The numbers handed to a width- or count-taking filter or method: refuse huge ones."""
     meter = _meter()
     for value in (*args, *kwargs.values()):
         if isinstance(value, int) and not isinstance(value, bool):
             meter.allow_size(abs(value))
 
 
-_FORMAT_NUMBER = re.compile(r"\d+")
+_PERCENT_SPEC = re.compile(r"%[#0\- +]*(\d*)(?:\.(\d*))?")
+_BRACE_FIELD = re.compile(r"\{[^{}]*\}")
+_DIGITS = re.compile(r"\d+")
+
+
+def _check_format(template: Any) -> None:
+    """The widths and precisions of a ``%`` or ``str.format`` template (``'%999999999s'``)."""
+    if not isinstance(template, str):
+        return
+    meter = _meter()
+    for width, precision in _PERCENT_SPEC.findall(template):
+        for number in (width, precision):
+            if number:
+                meter.allow_size(int(number))
+    for field in _BRACE_FIELD.findall(template):
+        for number in _DIGITS.findall(field):
+            meter.allow_size(int(number))
+
+
+def _check_replace(text: Any, old: Any = "", new: Any = "", count: Any = -1, *_: Any, **__: Any) -> None:
+    """The size a replace would make, before it makes it (``s|replace('x', s)`` squares ``s``)."""
+    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str) and len(new) > len(old):
+        hits = text.count(old) if old else len(text) + 1
+        if isinstance(count, int) and count >= 0:
+            hits = min(hits, count)
+        _meter().allow_size(len(text) + hits * (len(new) - len(old)))
+
+
+#: Filters whose numeric arguments are widths or counts of what they make.
+_SIZE_FILTERS = frozenset({"center", "indent", "wordwrap", "truncate", "slice", "batch", "tojson"})
+#: str methods whose numeric arguments are widths.
+_SIZE_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+
+
+def _check_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """What a call would make, for the calls that can make a lot: str methods, ``lipsum``."""
+    target = getattr(obj, "__wrapped__", obj)  # the sandbox wraps str.format
+    owner = getattr(target, "__self__", None)
+    name = getattr(target, "__name__", "")
+    if isinstance(owner, str):
+        if name in _SIZE_METHODS:
+            _check_sizes(args, kwargs)
+        elif name == "replace":
+            _check_replace(owner, *args, **kwargs)
+        elif name in ("format", "format_map"):
+            _check_format(owner)
+        elif name == "join" and args and isinstance(args[0], list | tuple):
+            _meter().allow_size(sum(len(str(x)) for x in args[0]) + len(owner) * len(args[0]))
+    elif name == "generate_lorem_ipsum":
+        _check_sizes(args, kwargs)
 
 
 class BudgetedSandbox(ImmutableSandboxedEnvironment):
@@ -131,7 +183,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.filters = {name: _metered_filter(func) for name, func in self.filters.items()}
+        self.filters = {name: _metered_filter(name, func) for name, func in self.filters.items()}
         self.filters.update(_budget_iter=_budget_iter, _budget_join=_budget_join, _budget_out=_budget_out)
         self.globals["range"] = _budget_range
 
@@ -146,9 +198,8 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
             meter.allow_size(len(left) + len(right))
         elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
             meter.allow_size(abs(left).bit_length() * max(right, 0) // 8)  # the result's bytes
-        elif operator == "%" and isinstance(left, str):
-            for number in _FORMAT_NUMBER.findall(left):  # widths and precisions
-                meter.allow_size(int(number))
+        elif operator == "%":
+            _check_format(left)
         result = super().call_binop(context, operator, left, right)
         meter.produce(_sized(result) if isinstance(result, str) else 0)
         return result
@@ -156,7 +207,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         meter = _meter()
         meter.tick()
-        _check_args(args, {k: v for k, v in kwargs.items() if not k.startswith("_")})
+        _check_call(__obj, args, {k: v for k, v in kwargs.items() if not k.startswith("_")})
         meter.depth += 1
         try:
             if meter.depth > meter.budget.depth:
@@ -171,15 +222,21 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         return result
 
 
-def _metered_filter(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A built-in filter that ticks, refuses huge numeric arguments and counts what it makes."""
+def _metered_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """A built-in filter that ticks, refuses what would make a huge value and counts what it makes."""
 
     @functools.wraps(func)  # keeps jinja's pass_context / pass_environment marker
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         meter = _meter()
         meter.tick()
-        leading = 2 if getattr(func, "jinja_pass_arg", None) is not None else 1  # (context,) value
-        _check_args(args[leading:], kwargs)
+        leading = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0  # (context,)
+        value, rest = (args[leading], args[leading + 1 :]) if len(args) > leading else (None, ())
+        if name in _SIZE_FILTERS:
+            _check_sizes(rest, kwargs)
+        elif name == "format":
+            _check_format(value)
+        elif name == "replace":
+            _check_replace(value, *rest, **kwargs)
         result = func(*args, **kwargs)
         if isinstance(result, str):
             meter.produce(len(result))

@@ -34,6 +34,12 @@ BOMBS = [
     "{% macro f(n) %}{{ f(n) }}{{ f(n) }}{% endmacro %}{{ f(1) }}",
     "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
     "{% for i in range(100000) %}{% endfor %}",
+    "{% set s = 'x' * 100000 %}{{ s|replace('x', s) }}",  # squares s
+    "{% set s = 'x' * 100000 %}{{ s.replace('x', s) }}",
+    "{{ [1]|slice(10**8)|list }}",
+    "{{ '{:>999999999}'.format(1) }}",
+    "{{ '%.999999999f' % 1 }}",
+    "{{ [[1]]|tojson(indent=10**8) }}",
 ]
 
 
@@ -59,6 +65,12 @@ def test_rendering_stops_at_the_budget(source):
         ("{{ 'ab' * 3 }} {{ [1, 2]|join(',') }} {{ 'x' ~ caller_name ~ 'y' }}", "ababab 1,2 xAnny"),
         ("{{ '%05d' % 42 }} {{ 'n'|center(5) }}|", "00042   n  |"),
         ("{% macro hi(n) %}hi {{ n }}{% endmacro %}{{ hi(caller_name) }}", "hi Ann"),
+        # numbers that are data, not sizes: a balance, a phone number in the text
+        ("{{ '%d'|format(1500000) }} {{ '{:,}'.format(1500000) }}", "1500000 1,500,000"),
+        (
+            "{{ 'Call 18005551234 %s' % caller_name }} {{ 2500000|filesizeformat }}",
+            "Call 18005551234 Ann 2.5 MB",
+        ),
     ],
 )
 def test_ordinary_templates_render_as_before(source, text):
