@@ -12,6 +12,7 @@ import asyncio
 
 from asgiref.sync import async_to_sync
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -85,6 +86,7 @@ class AgentForm(forms.ModelForm):
             tool_prefixes=mcp_server_names(),
             handoff_triggers=triggers,
             allowed_variables=template_variables_allowed(name, catalog.scenarios.values()),
+            voices_dir=settings.CONFIG.TTS_VOICES_DIR,
         )
         for problem in problems:
             if not problem.is_error:

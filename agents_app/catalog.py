@@ -210,7 +210,9 @@ def builtin_tool_names() -> set[str]:
 def sync_files(root: Path = FIXTURES_ROOT) -> LoadResult:
     """Load the definition files and upsert them (startup step 5). Returns what was loaded."""
     servers = mcp_server_names()
-    result = load_definitions(root, builtin_tool_names() | servers, tool_prefixes=servers)
+    result = load_definitions(
+        root, builtin_tool_names() | servers, tool_prefixes=servers, voices_dir=settings.CONFIG.TTS_VOICES_DIR
+    )
     for problem in result.problems:
         log = logger.error if problem.level == "error" else logger.warning
         log("definition problem: %s", problem)

@@ -7,19 +7,36 @@ being offered from the next turn.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 
 from agents_app.catalog import catalog, scenario_from_record, spec_from_values
 from agents_app.definitions import prompt_variables, render_prompt
+from agents_app.definitions.template_budget import TemplateBudgetExceeded
+from agents_app.definitions.templates import needs_rendering
 from agents_app.sessions import db_call
 from voiceagent.conversation.context import TurnContext, resolve_tools
 from voiceagent.conversation.session import SessionState
 from voiceagent.conversation.specs import AgentSpec, HandoffMap, ScenarioSpec, VoiceSpec
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
 
+logger = logging.getLogger(__name__)
+
 
 class UnknownScenario(LookupError):
     pass
+
+
+def system_prompt(agent: AgentSpec, variables: dict) -> str:
+    """The agent's rendered prompt. Templates are checked when saved, but a caller's own data
+    (memory) can still push a render over its budget: then the turn goes on with the template's
+    source as the prompt, and one WARNING says which agent and which limit."""
+    try:
+        return render_prompt(agent.prompt_template, variables)
+    except TemplateBudgetExceeded as exc:
+        logger.warning("prompt of agent %r not rendered (%s); using its source text", agent.name, exc)
+        return agent.prompt_template
 
 
 def apply_overrides(agent: AgentSpec, overrides: dict) -> AgentSpec:
@@ -45,6 +62,11 @@ class CatalogDirectory:
 
     def resolve(self, state: SessionState, agent_name: str | None = None) -> TurnContext:
         """Sync resolution (call from a thread in async code)."""
+        ctx, variables = self._unrendered(state, agent_name)
+        return dataclasses.replace(ctx, system_prompt=system_prompt(ctx.agent, variables))
+
+    def _unrendered(self, state: SessionState, agent_name: str | None) -> tuple[TurnContext, dict]:
+        """The turn's context with an empty prompt, and the variables to render it with."""
         catalog.ensure_current()
         agents: dict[str, AgentSpec] = {a.name: a for a in catalog.agents.values()}
         for record in state.agents.values():
@@ -72,15 +94,22 @@ class CatalogDirectory:
         variables = prompt_variables(
             scenario, state.memory, session_id=state.session_id, agent_name=agent.name
         )
-        return TurnContext(
+        ctx = TurnContext(
             agent=agent,
             scenario=scenario,
             handoff_map=handoff_map,
-            system_prompt=render_prompt(agent.prompt_template, variables),
+            system_prompt="",
             tools=resolve_tools(agent, handoff_map, self.registry, members),
         )
+        return ctx, variables
 
     async def context(self, state: SessionState, agent_name: str | None = None) -> TurnContext:
-        if catalog.watching and catalog.loaded:  # everything is in memory: no thread hop per turn
-            return self.resolve(state, agent_name)
-        return await db_call(self.resolve, state, agent_name)
+        """The turn's context; a template is rendered in a worker thread, never on the loop."""
+        if not (catalog.watching and catalog.loaded):
+            return await db_call(self.resolve, state, agent_name)
+        ctx, variables = self._unrendered(state, agent_name)  # all in memory: no thread hop
+        if needs_rendering(ctx.agent.prompt_template):
+            prompt = await asyncio.to_thread(system_prompt, ctx.agent, variables)
+        else:
+            prompt = system_prompt(ctx.agent, variables)
+        return dataclasses.replace(ctx, system_prompt=prompt)

@@ -6,12 +6,15 @@ validate input (unknown fields are rejected so a typo never silently does nothin
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents_app.definitions import turn_taking_schema as tt
+from agents_app.session_limits import MAX_PROMPT_CHARS
 from agents_app.strict_bodies import StrictSerializer
 from voiceagent.conversation.session import SESSION_ID_RE
+from voiceagent.speech.voices import voice_problem
 
 
 def session_id_field(required: bool = True, **kwargs) -> serializers.RegexField:
@@ -119,13 +122,30 @@ class TurnTakingField(serializers.Field):
         return dict(value or {})
 
 
+class VoiceField(serializers.CharField):
+    """A voice from the allow-list of :mod:`voiceagent.speech.voices` (README, Production)."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        problem = voice_problem(value, settings.CONFIG.TTS_VOICES_DIR)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+
 class RuntimeSettingsSerializer(StrictSerializer):
     min_fields = 1  # a PUT that changes nothing is a mistake: 400 "Nothing to update"
     model = serializers.CharField(max_length=100, required=False, allow_null=True)
     temperature = serializers.FloatField(min_value=0, max_value=2, required=False, allow_null=True)
     top_p = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
     max_tokens = serializers.IntegerField(min_value=1, max_value=16384, required=False, allow_null=True)
-    voice = serializers.CharField(max_length=100, required=False, allow_null=True)
+    voice = VoiceField(
+        max_length=100,
+        required=False,
+        allow_null=True,
+        help_text="an installed voice, a voice file's name in TTS_VOICES_DIR, an Azure neural or OpenAI "
+        "realtime voice name, or a locale; anything else is a 400 (README, Production)",
+    )
     voice_style = serializers.CharField(max_length=50, required=False, allow_null=True)
     voice_rate = serializers.RegexField(
         r"^(?:[+-]?\d{1,3}(?:\.\d+)?%|x-slow|slow|medium|fast|x-fast|default)$",
@@ -147,7 +167,7 @@ class AgentCreateSerializer(RuntimeSettingsSerializer):
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
     prompt = serializers.RegexField(  # some text besides whitespace
         r"\S",
-        max_length=20000,
+        max_length=MAX_PROMPT_CHARS,
         trim_whitespace=False,
         error_messages={"invalid": "must not be empty", "blank": "must not be empty"},
     )

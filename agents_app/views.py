@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -28,6 +29,7 @@ from agents_app.catalog import (
 )
 from agents_app.definitions import parse_agent, validate_scenario
 from agents_app.models import RUNTIME_FIELDS, Agent, DemoProfile
+from agents_app.session_limits import check_room
 from voiceagent.conversation.session import SESSION_ID_RE, SessionState, valid_session_id
 from voiceagent.conversation.specs import AgentSpec, ScenarioSpec
 from voiceagent.errors import ApiError
@@ -120,6 +122,7 @@ class AgentListView(APIView):
         data = _validated(s.AgentCreateSerializer, request.data)
         session_id = data.pop("session_id")
         state = _ensure_session(session_id)
+        check_room(state, "agents")
         catalog.ensure_current()
         own = _session_agents(state)
         name = data["name"]
@@ -150,6 +153,7 @@ class AgentListView(APIView):
             session_id=session_id,
             origin="api",
             allowed_variables=template_variables_allowed(data["name"], scenarios),
+            voices_dir=settings.CONFIG.TTS_VOICES_DIR,
         )
         errors = [p for p in problems if p.is_error]
         if spec is None or errors:
@@ -244,6 +248,7 @@ class ScenarioListView(APIView):
         session_id = data.pop("session_id")
         data["handoffs"] = [dict(h) for h in data.get("handoffs", [])]
         state = _ensure_session(session_id)
+        check_room(state, "scenarios")
         catalog.ensure_current()
         if data["name"].lower() in catalog.scenarios or data["name"].lower() in _session_scenarios(state):
             raise ApiError(

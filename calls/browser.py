@@ -28,7 +28,7 @@ from django.conf import settings
 
 from agents_app.sessions import db_call
 from calls.browser_config import ClientError, SessionConfig, sample_rate
-from calls.wsauth import authorized, query
+from calls.wsauth import query, refused
 from voiceagent.conversation.core import DTMF_DIGITS
 from voiceagent.conversation.events import Event
 from voiceagent.conversation.session import valid_session_id
@@ -79,8 +79,8 @@ class BrowserConversationConsumer(AudioSocket):
         self.start_refused = False
         await self.accept()
         try:
-            if not await authorized(self.scope):
-                raise Refused(1008, "unauthorized: send an API key (?api_key=) or log in")
+            if reason := await refused(self.scope):
+                raise Refused(1008, reason)
             requested = query(self.scope).get("session_id")
             if requested is not None and not valid_session_id(requested):
                 raise Refused(1008, "invalid session_id: 1-128 characters of A-Z a-z 0-9 _ . : -")

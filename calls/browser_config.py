@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from agents_app.sessions import db_call
 from voiceagent.speech.audio import SUPPORTED_RATES
+from voiceagent.speech.voices import voice_problem
 
 OVERRIDE_FIELDS = {
     "voice": str,
@@ -61,6 +64,9 @@ def clean_overrides(value: Any) -> dict[str, Any]:
     for key, (lo, hi) in OVERRIDE_RANGES.items():
         if clean.get(key) is not None and not lo <= clean[key] <= hi:
             raise ClientError("bad_config", f"overrides.{key} must be between {lo} and {hi}")
+    problem = voice_problem(clean.get("voice"), settings.CONFIG.TTS_VOICES_DIR)
+    if problem:  # only voices from the allow-list reach a synthesiser
+        raise ClientError("bad_config", f"overrides.voice: {problem}")
     return clean
 
 

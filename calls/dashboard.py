@@ -25,7 +25,7 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from calls.wsauth import authorized, query
+from calls.wsauth import query, refused
 from voiceagent.connections import tracker
 from voiceagent.conversation.session import valid_session_id
 from voiceagent.transport.live import live_sessions, snapshot_message
@@ -69,8 +69,8 @@ class DashboardRelayConsumer(LeanDispatchMixin, AsyncWebsocketConsumer):
             config.DASHBOARD_MAX_MESSAGES_PER_SECOND, config.WEBSOCKET_RATE_BURST_S
         )
         await self.accept()
-        if not await authorized(self.scope):
-            await self.close(code=1008, reason="unauthorized: send an API key (?api_key=) or log in")
+        if reason := await refused(self.scope):
+            await self.close(code=1008, reason=reason)
             return
         params = query(self.scope)
         session_id = params.get("session_id") or None

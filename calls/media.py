@@ -42,7 +42,7 @@ from django.conf import settings
 
 from calls import callmap
 from calls.media_auth import verify_media_token
-from calls.wsauth import authorized, query
+from calls.wsauth import UNAUTHORIZED, query, refused
 from voiceagent.conversation.core import DTMF_DIGITS
 from voiceagent.conversation.events import Event
 from voiceagent.errors import UNAVAILABLE, store_name
@@ -213,8 +213,10 @@ class MediaStreamConsumer(AudioSocket):
             )
             if problem:
                 raise Refused(1008, problem)
-        elif settings.PRODUCTION and not await authorized(self.scope):
-            raise Refused(1008, "unauthorized: send an API key (?api_key=) or set TELEPHONY_MEDIA_AUDIENCE")
+        elif settings.PRODUCTION and (reason := await refused(self.scope)):
+            if reason == UNAUTHORIZED:
+                reason = "unauthorized: send an API key (?api_key=) or set TELEPHONY_MEDIA_AUDIENCE"
+            raise Refused(1008, reason)
         self.take_slot(config.TELEPHONY_MAX_STREAMS)
         self.connection_id = headers.get("x-ms-call-connection-id") or None
         if self.connection_id:

@@ -19,7 +19,7 @@ from django.db import transaction
 from mcp_app.failures import ServerError
 from mcp_app.manager import get_manager
 from mcp_app.models import McpServer
-from mcp_app.security import InvalidServer, check_headers, check_name, check_stdio_command, check_url
+from mcp_app.security import InvalidServer, check_headers, check_name, check_server_url, check_stdio_command
 from mcp_app.store import config_from_row, environment_configs
 
 logger = logging.getLogger("mcp_app.admin")
@@ -96,11 +96,11 @@ class McpServerForm(forms.ModelForm):
                 check_name(cleaned["name"])
             if cleaned.get("transport") == "stdio":
                 check_stdio_command(cleaned.get("command") or "")
-            elif "url" in cleaned:
-                cleaned["url"] = check_url(cleaned.get("url") or "")
+            elif "url" in cleaned:  # the REST views' validation, SSRF guard included
+                cleaned["url"] = check_server_url(cleaned.get("url") or "")
             for key in ("oauth_auth_url", "oauth_token_url"):
                 if cleaned.get(key):
-                    cleaned[key] = check_url(cleaned[key], key)
+                    cleaned[key] = check_server_url(cleaned[key], key)
         except InvalidServer as exc:
             field = exc.field if exc.field in self.fields else None
             self.add_error(field, str(exc))

@@ -15,7 +15,7 @@ from typing import Any
 from mcp_app import serializers as s
 from mcp_app.manager import McpManager, get_manager
 from mcp_app.oauth import OAuthConfig
-from mcp_app.security import InvalidServer, check_destination, check_url
+from mcp_app.security import InvalidServer, check_server_url, check_url
 from mcp_app.server_config import ServerConfig
 from voiceagent.errors import ApiError
 
@@ -74,7 +74,7 @@ def check_destinations(manager: McpManager, *urls: tuple[str, str]) -> None:
     """SSRF guard (production only): raises InvalidServer / UnresolvableHost."""
     for url, field in urls:
         if url:
-            manager.run(check_destination(url, field), timeout=15)
+            check_server_url(url, field, run=lambda coro: manager.run(coro, timeout=15))
 
 
 def notify_workers(manager: McpManager, name: str, action: str) -> None:

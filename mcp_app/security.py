@@ -17,7 +17,9 @@ import ipaddress
 import re
 import shutil
 import socket
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
@@ -205,6 +207,19 @@ async def check_destination(url: str, field: str = "url", *, resolve_timeout: fl
             "(list the host in MCP_ALLOWED_HOSTS to allow it).",
             field,
         )
+
+
+def check_server_url(
+    url: str, field: str = "url", *, run: Callable[[Coroutine[Any, Any, None]], Any] = asyncio.run
+) -> str:
+    """The one validation of a URL the service will call for an MCP server, shared by the REST
+    views and the admin form (before, the admin checked only the shape and saved
+    ``http://127.0.0.1:<port>/internal`` in production): its shape (:func:`check_url`) and, in
+    production, where it leads (:func:`check_destination`). ``run`` runs the resolution: the
+    views pass the MCP manager's loop, a form (a sync thread) a loop of its own."""
+    url = check_url(url, field)
+    run(check_destination(url, field))
+    return url
 
 
 def _is_ip(host: str) -> bool:

@@ -1,4 +1,4 @@
-"""Request ids on every log line, JSON errors for anything under /api/v1, one body size limit.
+"""Request ids on every log line, the Host checked, JSON errors for anything under /api/v1, one body limit.
 
 Both middlewares are sync- and async-capable, so under ASGI the whole chain stays on the event
 loop and only a sync view hops to a thread (each extra hop costs ~1 ms under load).
@@ -12,7 +12,7 @@ import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from voiceagent.errors import UNAVAILABLE, internal_error_response, too_large_response, unavailable_response
@@ -21,6 +21,10 @@ from voiceagent.logging import request_id_var
 logger = logging.getLogger("voiceagent.request")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 API_PREFIX = "/api/v1/"
+#: Probes answer whatever the Host (an orchestrator probes the pod's address); anonymous callers
+#: get only the status there (voiceagent/health/views.py).
+PROBE_PATHS = frozenset({"/api/v1/health", "/api/v1/ready", "/api/v1/readiness"})
+BAD_HOST_DETAIL = "Bad request: this service does not answer to that Host header (ALLOWED_HOSTS)."
 
 
 class _Middleware:
@@ -71,6 +75,43 @@ def _finish(response: HttpResponse, rid: str) -> HttpResponse:
     if not response.streaming and "Content-Length" not in response:
         response["Content-Length"] = str(len(response.content))
     return response
+
+
+class AllowedHostMiddleware(_Middleware):
+    """400 ``{"detail"}`` for a ``Host`` outside ``ALLOWED_HOSTS``, on every path but the probes.
+
+    Why: Django checks the host only when something asks for it (``CommonMiddleware``, CSRF), which
+    the lean API stack never did, so ``GET /api/v1/agents`` answered any Host; and where Django
+    does refuse, it logs ``django.security.DisallowedHost`` at ERROR with a traceback that any
+    anonymous client can trigger. Here a refusal is one WARNING line.
+    """
+
+    @staticmethod
+    def _refused(request: HttpRequest) -> HttpResponse | None:
+        if request.path in PROBE_PATHS:
+            return None
+        try:
+            request.get_host()
+        except DisallowedHost:
+            forwarded = settings.USE_X_FORWARDED_HOST and request.META.get("HTTP_X_FORWARDED_HOST")
+            host = forwarded or request.META.get("HTTP_HOST", "")
+            logger.warning(
+                "refused %s %s: Host %r is not in ALLOWED_HOSTS",
+                request.method,
+                request.path[:200],
+                host[:100],
+            )
+            return JsonResponse({"detail": BAD_HOST_DETAIL}, status=400)
+        return None
+
+    def _call(self, request: HttpRequest) -> HttpResponse:
+        return self._refused(request) or self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        return await self.get_response(request)
 
 
 class ApiErrorMiddleware(_Middleware):

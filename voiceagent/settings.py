@@ -42,6 +42,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "voiceagent.middleware.RequestIdMiddleware",
+    "voiceagent.middleware.AllowedHostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "voiceagent.middleware.BodyLimitMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
@@ -60,6 +61,7 @@ MIDDLEWARE = [
 API_MIDDLEWARE = [
     "voiceagent.observability.tracing.TracingMiddleware",  # not loaded when tracing is off
     "voiceagent.middleware.RequestIdMiddleware",
+    "voiceagent.middleware.AllowedHostMiddleware",
     "voiceagent.middleware.ApiSecurityMiddleware",
     "voiceagent.middleware.BodyLimitMiddleware",
     "voiceagent.middleware.ApiErrorMiddleware",

@@ -2,11 +2,11 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from voiceagent.health import views as health
 from voiceagent.observability.metrics_view import MetricsView
+from voiceagent.pages import PageView
 
 api_v1 = [
     path("health", health.HealthView.as_view(), name="health"),
@@ -27,8 +27,8 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("metrics", MetricsView.as_view(), name="metrics"),  # Prometheus: where scrapers look
     path("admin/", admin.site.urls),
-    path("", TemplateView.as_view(template_name="index.html"), name="index"),
-    path("dashboard", TemplateView.as_view(template_name="dashboard.html"), name="dashboard"),
+    path("", PageView.as_view(template_name="index.html"), name="index"),
+    path("dashboard", PageView.as_view(template_name="dashboard.html"), name="dashboard"),
 ]
 
 handler400 = "voiceagent.errors.json_400"

@@ -17,6 +17,7 @@ from agents_app.definitions.problems import Problem, suggest
 from agents_app.definitions.templates import check_template
 from agents_app.definitions.turn_taking_schema import check_turn_taking
 from voiceagent.conversation.specs import GENERIC_HANDOFF_TOOL, VoiceSpec
+from voiceagent.speech.voices import voice_problem
 
 AGENT_KEYS = frozenset(
     {
@@ -155,6 +156,7 @@ def check_agent(
     allowed_variables: Collection[str] | None,
     variables_context: str,
     strict_keys: bool,
+    voices_dir: str | None = None,
 ) -> tuple[list[Problem], dict[str, Any]]:
     """(problems, field values) of one agent; the values build its spec when nothing is an error."""
     if not isinstance(data, Mapping):
@@ -207,7 +209,11 @@ def check_agent(
     # the same mapping in every spelling; its unknown keys are errors on every route
     values["turn_taking"] = check_turn_taking(data.get("turn_taking"), r.problem)
 
+    voice_label, _ = r.get(("voice", "name"), "voice")
     voice_name = r.string(("voice", "name"))
+    if voice_name and (why := voice_problem(voice_name, voices_dir)):
+        r.problem(voice_label, why)
+        voice_name = None
     voice_style = r.string(("voice", "style"), "voice_style")
     rate_label, rate = r.get(("voice", "rate"), "voice_rate")
     if isinstance(rate, int | float) and not isinstance(rate, bool):
@@ -262,6 +268,7 @@ def validate_agent_fields(
     prompt_root: Path | None = None,
     allowed_variables: Collection[str] | None = None,
     strict_keys: bool = False,
+    voices_dir: str | None = None,
 ) -> list[Problem]:
     """Every problem with one agent's fields.
 
@@ -289,5 +296,6 @@ def validate_agent_fields(
         allowed_variables=allowed_variables,
         variables_context="",
         strict_keys=strict_keys,
+        voices_dir=voices_dir,
     )
     return problems

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from agents_app.definitions.problems import Problem
+from voiceagent.yaml_text import YamlProblem, load_yaml
 
 AGENTS_DIR = "agents"
 SCENARIOS_DIR = "scenarios"
@@ -49,14 +50,10 @@ def read_yaml(path: Path) -> tuple[Any, list[Problem]]:
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(file, "(document)", f"cannot read file: {exc}")]
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        detail = exc.problem or exc.context or "invalid YAML"
-        return None, [Problem(file, "yaml", f"syntax error{where}: {detail}")]
-    except yaml.YAMLError as exc:
-        return None, [Problem(file, "yaml", f"syntax error: {exc}")]
+        data = load_yaml(text, _UniqueKeyLoader)
+    except YamlProblem as exc:
+        where = f" at line {exc.line}" if exc.line else ""
+        return None, [Problem(file, "yaml", f"syntax error{where}: {exc.reason}")]
     if data is None:
         return None, [Problem(file, "(document)", "file is empty")]
     if not isinstance(data, dict):

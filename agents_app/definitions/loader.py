@@ -68,6 +68,7 @@ def load_definitions(
     known_tools: Collection[str],
     *,
     tool_prefixes: Collection[str] = (),
+    voices_dir: str | None = None,
 ) -> LoadResult:
     """Load every agent and scenario under ``root`` (see the module docstring for the layout).
 
@@ -141,6 +142,7 @@ def load_definitions(
             ),
             strict_keys=True,
             _variables_context=context,
+            voices_dir=voices_dir,
         )
         result.problems.extend(problems)
         if isinstance(name, str) and name.strip():

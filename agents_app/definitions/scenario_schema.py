@@ -7,12 +7,14 @@ handoff tool), and every member's prompt must find its variables in ``agent_defa
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from jinja2.exceptions import TemplateSyntaxError
 
+from agents_app.definitions.agent_schema import AGENT_KEYS, FLAT_AGENT_KEYS
 from agents_app.definitions.problems import Problem, suggest
 from agents_app.definitions.templates import SESSION_VARIABLES, template_variables
 from voiceagent.conversation.specs import GENERIC_HANDOFF_TOOL, HANDOFF_TYPES, AgentSpec, HandoffSpec
@@ -20,7 +22,47 @@ from voiceagent.conversation.specs import GENERIC_HANDOFF_TOOL, HANDOFF_TYPES, A
 SCENARIO_KEYS = frozenset({"name", "description", "start_agent", "agents", "handoffs", "agent_defaults"})
 HANDOFF_KEYS = frozenset({"from", "to", "tool", "type"})
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+#: ``agent_defaults`` are template variables (README, Production): at most this many, each a
+#: string of at most MAX_DEFAULT_CHARS characters, a number, true/false or null.
+MAX_DEFAULTS = 50
+MAX_DEFAULT_CHARS = 2000
+#: Filled per session after the defaults (templates.prompt_variables): a default could never show.
+RESERVED_DEFAULTS = frozenset({"memory", "session_id", "agent_name"})
+
+
+def check_agent_defaults(defaults: Any, problem: Callable[[str, str], None]) -> dict[str, Any]:
+    """The valid part of a scenario's ``agent_defaults``; each problem reported. Names are
+    identifiers that start with a letter (so no ``__class__``), are not filled by the session and
+    are not agent settings (``temperature`` here would be a template variable, not the agent's
+    temperature); values are JSON scalars of bounded size."""
+    if defaults is None:
+        return {}
+    if not isinstance(defaults, Mapping):
+        problem("agent_defaults", f"must be a mapping of template variables, got {type(defaults).__name__}")
+        return {}
+    if len(defaults) > MAX_DEFAULTS:
+        problem("agent_defaults", f"at most {MAX_DEFAULTS} variables, got {len(defaults)}")
+        return {}
+    clean: dict[str, Any] = {}
+    settings = AGENT_KEYS | FLAT_AGENT_KEYS
+    for key, value in defaults.items():
+        label = f"agent_defaults.{str(key)[:64]}"
+        if not isinstance(key, str) or not _IDENTIFIER.match(key):
+            problem(label, "variable names are identifiers: a letter, then letters, digits or _ (64 at most)")
+        elif key in RESERVED_DEFAULTS:
+            problem(label, f"{key!r} is filled by the session; choose another name")
+        elif key in settings:
+            problem(label, f"{key!r} is an agent setting, not a template variable: set it on the agent")
+        elif isinstance(value, str) and len(value) > MAX_DEFAULT_CHARS:
+            problem(label, f"at most {MAX_DEFAULT_CHARS} characters")
+        elif isinstance(value, float) and not math.isfinite(value):
+            problem(label, "must be a finite number")
+        elif value is not None and not isinstance(value, str | int | float | bool):
+            problem(label, f"must be a string, number, true/false or null, got {type(value).__name__}")
+        else:
+            clean[key] = value
+    return clean
 
 
 def check_scenario(
@@ -56,16 +98,7 @@ def check_scenario(
         problem("description", f"must be a string, got {type(description).__name__}")
         description = None
 
-    defaults = data.get("agent_defaults")
-    if defaults is None:
-        defaults = {}
-    elif not isinstance(defaults, Mapping):
-        problem("agent_defaults", f"must be a mapping of template variables, got {type(defaults).__name__}")
-        defaults = {}
-    else:
-        for key in defaults:
-            if not isinstance(key, str) or not _IDENTIFIER.match(key):
-                problem(f"agent_defaults.{key}", "variable names must be identifiers (letters, digits, _)")
+    defaults = check_agent_defaults(data.get("agent_defaults"), problem)
 
     # Agents taking part.
     members: list[str] = []

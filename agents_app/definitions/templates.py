@@ -16,9 +16,15 @@ from typing import Any
 
 from jinja2 import ChainableUndefined, Template, meta, nodes
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from agents_app.definitions.problems import Problem, suggest
+from agents_app.definitions.template_budget import (
+    BUDGET,
+    BudgetedSandbox,
+    TemplateBudgetExceeded,
+    instrument,
+    metered,
+)
 from voiceagent.conversation.specs import ScenarioSpec
 
 #: Variables every prompt template may use, filled per session by :func:`prompt_variables`.
@@ -86,8 +92,9 @@ def _finalize(value: Any) -> Any:
     return "" if value is None else value
 
 
-#: The one template environment: sandboxed, immutable (templates cannot modify ``memory``).
-_ENV = ImmutableSandboxedEnvironment(
+#: The one template environment: sandboxed, immutable (templates cannot modify ``memory``), every
+#: render within :data:`~agents_app.definitions.template_budget.BUDGET`.
+_ENV = BudgetedSandbox(
     undefined=_LenientUndefined,
     autoescape=False,
     trim_blocks=True,
@@ -98,7 +105,7 @@ _ENV = ImmutableSandboxedEnvironment(
 
 @functools.lru_cache(maxsize=512)
 def _compile(source: str) -> Template:
-    return _ENV.from_string(source)
+    return _ENV.from_string(instrument(_ENV.parse(source)))
 
 
 @functools.lru_cache(maxsize=512)
@@ -110,10 +117,18 @@ def render_prompt(template_source: str, variables: Mapping[str, Any]) -> str:
     """Render a prompt template; undefined values render empty, runs of blank lines collapse.
 
     Raises :class:`jinja2.TemplateSyntaxError` for a broken template (validation catches those
-    first) and :class:`jinja2.exceptions.SecurityError` for unsafe attribute access.
+    first), :class:`jinja2.exceptions.SecurityError` for unsafe attribute access and
+    :class:`TemplateBudgetExceeded` for a render over its budget (operations, characters, time).
+    Blocking: call it from a worker thread in async code.
     """
-    text = _compile(template_source).render(dict(variables))
+    template = _compile(template_source)
+    text = metered(BUDGET, lambda: template.render(dict(variables)))
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def needs_rendering(template_source: str) -> bool:
+    """Whether the source holds any Jinja syntax (plain text renders to itself, at no cost)."""
+    return "{" in template_source
 
 
 def template_variables(source: str) -> set[str]:
@@ -156,6 +171,8 @@ def check_template(
     if unsafe:
         names = ", ".join(repr(name) for name in sorted(set(unsafe)))
         problems.append(Problem(file, field, f"access to private attributes is not allowed: {names}"))
+    elif not problems:
+        problems.extend(_trial_render(source, file=file, field=field))
     if allowed_variables is not None:
         allowed = set(allowed_variables)
         for name in sorted(set(meta.find_undeclared_variables(ast)) - allowed):
@@ -168,6 +185,19 @@ def check_template(
                 )
             )
     return problems
+
+
+def _trial_render(source: str, *, file: str, field: str) -> list[Problem]:
+    """Render once with no caller data: a template that cannot render within its budget even
+    then (a loop bomb, a string bomb) is refused when saved rather than at every turn. Other
+    errors depend on the caller's data and are not judged here."""
+    try:
+        render_prompt(source, prompt_variables(None, {}))
+    except TemplateBudgetExceeded as exc:
+        return [Problem(file, field, f"template cannot render within its budget: {exc}")]
+    except Exception:
+        return []
+    return []
 
 
 def allowed_variables_for(agent_name: str, scenarios: Iterable[ScenarioSpec | Mapping]) -> set[str]:

@@ -34,6 +34,7 @@ def parse_agent(
     session_id: str | None = None,
     origin: str | None = None,
     _variables_context: str = "",
+    voices_dir: str | None = None,
 ) -> tuple[AgentSpec | None, list[Problem]]:
     """Validate like :func:`~agents_app.definitions.agent_schema.validate_agent_fields` and build
     the spec; ``None`` on any error."""
@@ -50,6 +51,7 @@ def parse_agent(
         allowed_variables=allowed_variables,
         variables_context=_variables_context,
         strict_keys=strict_keys,
+        voices_dir=voices_dir,
     )
     if has_errors(problems):
         return None, problems

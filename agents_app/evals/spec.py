@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.conf import settings
 from jinja2 import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
 from agents_app.evals.expect import Expect, parse_expect
 from agents_app.evals.observe import CallerTurn
+from voiceagent.yaml_text import YamlProblem, load_yaml
 
 __all__ = ["DEFAULT_DIR", "EvalTest", "SpecError", "TestTurn", "load_suites", "parse_suite"]
 
@@ -158,12 +158,10 @@ def _test(raw: Any, i: int, file: str, suite: str, scenario: Any, problems: list
 def parse_suite(text: str, file: str, problems: list[str], *, stem: str = "") -> list[EvalTest]:
     """The tests of one file's text; problems are appended (each naming ``file``)."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        problems.append(f"{file}: not valid YAML{at}: {reason}")
+        data = load_yaml(text)
+    except YamlProblem as exc:
+        at = f" at line {exc.line}" if exc.line else ""
+        problems.append(f"{file}: not valid YAML{at}: {exc.reason}")
         return []
     if not isinstance(data, dict):
         problems.append(f"{file}: expected a mapping with tests (and optionally suite, scenario)")

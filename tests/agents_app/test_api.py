@@ -94,6 +94,8 @@ def test_put_agent_updates_and_persists_over_reload(api_client, loaded):
         {"max_tokens": 20000},
         {"voice_rate": "warp"},
         {"prompt": "take over"},
+        {"voice": "/etc/passwd"},  # issue 31.2: a voice is a name from the allow-list
+        {"voice": "this.x"},
         {},
         [1, 2],
         {"model": "x" * 500},
@@ -181,6 +183,8 @@ def test_create_session_agent_visible_only_in_its_session(api_client, loaded):
         (new_agent(session_id="bad id!"), "session_id"),
         (new_agent(name="x" * 100), "name"),
         (new_agent(temperature=9), "temperature"),
+        (new_agent(voice="/etc/passwd"), "voice"),
+        (new_agent(voice="antigravity"), "voice"),
         (new_agent(unexpected="field"), "unexpected"),
         ({k: v for k, v in new_agent().items() if k != "prompt"}, "prompt"),
     ],

@@ -87,6 +87,25 @@ def test_admin_validates_like_the_api(admin_client, manager):
     assert not McpServer.objects.exists()
 
 
+def test_admin_refuses_internal_addresses_in_production_like_the_api(admin_client, manager, http_peer):
+    """Issue 31.4: the form saved http://127.0.0.1:<port>/internal in production, and the service
+    then POSTed there; REST refused it. Both now share mcp_app.security.check_server_url."""
+    from django.test import override_settings
+    from mcp_testkit import production_config
+
+    internal = http_peer.url.replace("/mcp", "/internal")
+    with override_settings(CONFIG=production_config()):
+        for url in (internal, "http://169.254.169.254/latest", "http://[::1]:80/mcp", "http://10.0.0.7/mcp"):
+            response = admin_client.post(ADD, form(name="internal", url=url))
+            assert response.status_code == 200 and "MCP_ALLOWED_HOSTS" in response.content.decode(), url
+        public = "http://93.184.216.34/mcp"  # a global address: only the token URL is internal
+        response = admin_client.post(
+            ADD, form(name="internal", url=public, oauth_token_url="http://127.0.0.1:9/t")
+        )
+        assert "oauth_token_url: &#x27;127.0.0.1&#x27; resolves to a private" in response.content.decode()
+    assert not McpServer.objects.exists() and manager.records() == []
+
+
 def test_environment_rows_are_read_only(admin_client, manager):
     row = McpServer.objects.create(name="envsrv", url="http://127.0.0.1:1/mcp", source="environment")
     page = admin_client.get(f"/admin/mcp_app/mcpserver/{row.pk}/change/")

@@ -289,3 +289,34 @@ def test_schema_and_swagger(api_client):
         assert path in paths
     docs = api_client.get("/api/v1/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+
+
+@pytest.fixture
+def production_with_key(settings):
+    from voiceagent.config import load_config
+
+    settings.CONFIG = load_config(
+        {
+            "ENVIRONMENT": "production",
+            "SECRET_KEY": "k" * 30 + "abcdefghijklmnopqrstuvwxyz0123",
+            "ALLOWED_HOSTS": "testserver",
+            "API_KEYS": "probe-key-123456",
+            "CACHE_HOST": "redis.internal.example",
+            "CACHE_PORT": "6390",
+        }
+    )
+    settings.PRODUCTION = True
+
+
+@pytest.mark.parametrize("path", ["/api/v1/ready", "/api/v1/readiness"])
+def test_anonymous_probes_in_production_get_the_status_only(api_client, production_with_key, path):
+    """Issue 31.6: anonymous /ready and /readiness named the Redis host and port, the model
+    provider and counts. Anonymous: the status; with a key: everything, as before."""
+    anonymous = api_client.get(path)
+    assert set(anonymous.json()) <= {"ready", "status", "timestamp"}, anonymous.json()
+    assert "redis.internal" not in anonymous.content.decode() and "6390" not in anonymous.content.decode()
+    wrong_key = api_client.get(path, HTTP_AUTHORIZATION="Bearer not-the-key")
+    assert wrong_key.status_code == anonymous.status_code and set(wrong_key.json()) == set(anonymous.json())
+    keyed = api_client.get(path, HTTP_AUTHORIZATION="Bearer probe-key-123456")
+    assert keyed.status_code == anonymous.status_code
+    assert {"details", "checks"} & set(keyed.json()), keyed.json()

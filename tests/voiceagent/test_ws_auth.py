@@ -52,7 +52,8 @@ async def opened(headers=None) -> tuple[WebsocketCommunicator, dict]:
 async def test_a_staff_session_opens_the_browser_socket_and_no_session_is_refused(fake_runtime, production):
     key = await sync_to_async(staff_session)()
     cookie = f"{django_settings.SESSION_COOKIE_NAME}={key}".encode()
-    comm, first = await opened([(b"cookie", cookie)])
+    page = [(b"host", b"testserver"), (b"origin", b"http://testserver")]  # the service's own page
+    comm, first = await opened([(b"cookie", cookie), *page])
     assert first["type"] == "websocket.send", first
     assert json.loads(first["text"])["payload"]["name"] == "session_started"
     await comm.disconnect()

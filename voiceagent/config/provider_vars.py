@@ -66,6 +66,15 @@ SPEECH: tuple[Var, ...] = (
         group="speech",
         tunable=True,
     ),
+    V(
+        "TTS_VOICES_DIR",
+        None,
+        string,
+        "Directory of extra Piper voices (`x.onnx` with `x.onnx.json`): agents and callers may then "
+        "name a voice `x`; voices given by agents or callers come only from here, the installed voice "
+        "packages, or Azure/OpenAI voice names and locales (README, Production)",
+        group="speech",
+    ),
     V("TTS_STYLE", "chat", string, "Voice style (for example chat, friendly)", group="speech", tunable=True),
     V("TTS_RATE", "+3%", tts_rate, "Speech rate adjustment", group="speech", tunable=True),
     V("STT_LANGUAGE", "en-US", language_tag, "Recognition language", group="speech", tunable=True),

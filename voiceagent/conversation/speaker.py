@@ -238,9 +238,8 @@ class Speaker:
                 self._current = None
                 self._current_start = None
                 self.failed = True
-                await conv.emit(
-                    Error(conv.session_id, code="tts_error", message=f"speech synthesis failed: {exc}")
-                )
+                # the reason stays in the log: a provider's text may name a file, a package, a host
+                await conv.emit(Error(conv.session_id, code="tts_error", message="speech synthesis failed"))
                 logger.warning("tts failed: %s", exc)
                 continue
             self._current = None

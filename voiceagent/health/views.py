@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.utils.log import log_response
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -14,6 +15,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from voiceagent import auth
 from voiceagent.appconfig import appconfig
 from voiceagent.connections import tracker
 from voiceagent.health import checks
@@ -76,19 +78,24 @@ class ReadyPoolsSerializer(serializers.Serializer):
     stt = serializers.IntegerField()
 
 
+DETAILS_NEED_A_KEY = "in production only with an API key (anonymous probes get the status only)"
+
+
 class ReadySerializer(serializers.Serializer):
     ready = serializers.BooleanField()
     timestamp = serializers.FloatField()
-    deferred_startup_complete = serializers.BooleanField()
-    warmup_completed = serializers.BooleanField()
-    mcp_ready = serializers.BooleanField()
-    details = ReadyDetailsSerializer()
+    deferred_startup_complete = serializers.BooleanField(required=False, help_text=DETAILS_NEED_A_KEY)
+    warmup_completed = serializers.BooleanField(required=False, help_text=DETAILS_NEED_A_KEY)
+    mcp_ready = serializers.BooleanField(required=False, help_text=DETAILS_NEED_A_KEY)
+    details = ReadyDetailsSerializer(required=False, help_text=DETAILS_NEED_A_KEY)
     status = serializers.ChoiceField(
         choices=["ready", "starting", "unavailable"],
         help_text="unavailable: started, but the shared session cache (Redis) does not answer",
     )
-    mcp = serializers.ChoiceField(choices=["connected", "partial", "disconnected", "none"])
-    pools = ReadyPoolsSerializer()
+    mcp = serializers.ChoiceField(
+        choices=["connected", "partial", "disconnected", "none"], required=False, help_text=DETAILS_NEED_A_KEY
+    )
+    pools = ReadyPoolsSerializer(required=False, help_text=DETAILS_NEED_A_KEY)
 
 
 class CheckSerializer(serializers.Serializer):
@@ -101,7 +108,7 @@ class CheckSerializer(serializers.Serializer):
 class ReadinessSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["ready", "unhealthy"])
     timestamp = serializers.FloatField()
-    checks = CheckSerializer(many=True)
+    checks = CheckSerializer(many=True, required=False, help_text=DETAILS_NEED_A_KEY)
 
 
 class PoolSerializer(serializers.Serializer):
@@ -180,6 +187,18 @@ class HealthView(APIView):
         )
 
 
+def with_details(request) -> bool:
+    """Whether a probe's answer may carry its details. In production an anonymous caller gets the
+    status only: the details name the Redis host and port, the providers, servers and counts."""
+    if not settings.PRODUCTION:
+        return True
+    raw = auth.extract_key(request.META)
+    return bool(raw and auth.check_key(raw))
+
+
+STATUS_ONLY = {"ready", "status", "timestamp"}
+
+
 def _probe_answer(request, body: dict, healthy: bool, level: str, why: str) -> Response:
     """The probe's answer; a 503 is logged once at ``level`` (below ERROR) with ``why``.
 
@@ -187,6 +206,8 @@ def _probe_answer(request, body: dict, healthy: bool, level: str, why: str) -> R
     every startup. Django's request logger would log each one at ERROR; marking the response as
     logged (Django's own ``log_response``) keeps that single, quieter line instead.
     """
+    if not with_details(request):
+        body = {k: v for k, v in body.items() if k in STATUS_ONLY}
     response = Response(body, status=200 if healthy else 503)
     if not healthy:
         args = (request.method, request.path, why)

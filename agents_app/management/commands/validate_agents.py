@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import CommandError
 
 from agents_app.catalog import FIXTURES_ROOT, builtin_tool_names, mcp_server_names
@@ -21,7 +22,10 @@ class Command(ProjectCommand):
     def handle(self, *args, root: Path, **options):
 
         result = load_definitions(
-            root, builtin_tool_names() | mcp_server_names(), tool_prefixes=mcp_server_names()
+            root,
+            builtin_tool_names() | mcp_server_names(),
+            tool_prefixes=mcp_server_names(),
+            voices_dir=settings.CONFIG.TTS_VOICES_DIR,
         )
         for problem in result.problems:
             self.stdout.write(str(problem))

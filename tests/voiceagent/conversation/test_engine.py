@@ -244,6 +244,15 @@ async def test_tts_failure_still_sends_text():
     assert not h.of("Audio")
 
 
+async def test_tts_failure_tells_the_client_no_exception_text():
+    """The provider's reason (a voice file, a package, a host) goes to the log, not the caller."""
+    async with Harness(script=["Here is your answer."], texts=["question"], tts=InstantTTS(fail=True)) as h:
+        await h.idle()
+        await turn(h)
+    errors = h.of("Error")
+    assert errors and {(e.code, e.message) for e in errors} == {("tts_error", "speech synthesis failed")}
+
+
 async def test_stt_failure_reports_and_recovers_on_next_audio():
     async with Harness(script=["Got it."], texts=["second try"]) as h:
         await h.idle()

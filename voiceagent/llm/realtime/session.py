@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from voiceagent.conversation.providers import ProviderError
+from voiceagent.speech.voices import OPENAI_VOICES  # the voices OpenAI's realtime models have
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -26,10 +27,6 @@ __all__ = [
 
 SAMPLE_RATE = 24000  # pcm16 in and out
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
-# The voices OpenAI's realtime models have (VoiceLive takes them by name too).
-OPENAI_VOICES = frozenset(
-    {"alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar"}
-)
 
 
 class RealtimeError(ProviderError):
