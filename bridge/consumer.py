@@ -110,6 +110,7 @@ class AudioHookConsumer(AudioSocket):
             max_frames=MAX_QUEUED_CHUNKS,
             pad_byte=None,
             encoder=MulawStreamEncoder,
+            mulaw=True,
         )
 
     # --- connection ---------------------------------------------------------------------------------
