@@ -281,6 +281,8 @@ async def run_case(
             if event.kind == "StopAudio":
                 rec.stops.append((at, event.response_id))
                 rec.cut(at)
+                if rec.ducks:
+                    rec.ducks.append((at, 0.0))  # a stop ends a duck on every wire
             elif event.kind == "Duck":
                 rec.ducks.append((at, event.gain_db))
             elif event.kind == "Transcript" and event.final and event.speaker == "user":
