@@ -112,11 +112,13 @@ class CascadeDucking:
         voiced_ms = utterance.voiced_frames * self.config.frame_ms
         return background or is_backchannel(text) or is_hallucination(text, voiced_ms) or is_guess(logprob)
 
-    def _restore_duck(self) -> None:
-        """The sound over the agent was nothing it must stop for: full gain again, from now."""
-        duck, self._duck = self._duck, None
-        if duck is None:
+    def _restore_duck(self, of: Any = None) -> None:
+        """The sound over the agent was nothing it must stop for: full gain again, from now (``of``:
+        only a duck that utterance began)."""
+        duck = self._duck
+        if duck is None or (of is not None and duck.utterance is not of):
             return
+        self._duck = None
         utterance = duck.utterance
         if self._stretch_of is utterance:
             self._stretch_from_ms = utterance.over_agent_ms  # a new stretch must reach the threshold

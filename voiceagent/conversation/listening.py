@@ -118,7 +118,7 @@ class CascadeListening:
 
         def _over_agent_noise(self, utterance: _Utterance, text: str, logprob: float | None) -> bool: ...
 
-        def _restore_duck(self) -> None: ...
+        def _restore_duck(self, of: _Utterance | None = None) -> None: ...
 
         def _resume_answer(self, heard: str) -> None: ...
 
@@ -333,7 +333,7 @@ class CascadeListening:
             logger.warning("stt failed: %s", exc)
             if utterance.held:  # nothing understood: the agent goes on
                 self._resume_answer("")
-            self._restore_duck()
+            self._restore_duck(utterance)
             return
         if text:
             self.clock.transcribed(self.loop_time())
@@ -349,7 +349,7 @@ class CascadeListening:
                 self._resume_answer(text)
                 return
         elif utterance.over_agent_ms and self._agent_busy() and (not text or noise):
-            self._restore_duck()  # when it ducked the agent: full gain again
+            self._restore_duck(utterance)  # when it ducked the agent: full gain again
             return  # a short sound, background voices or an "uh-huh" while the agent speaks
         if text:
             if not utterance.over_agent_ms and utterance.speech_frames:
