@@ -21,7 +21,20 @@ SETTINGS = TurnTaking(endpointing_min_ms=500, endpointing_max_ms=1600)
 
 @pytest.mark.parametrize(
     "text",
-    ["uh-huh", "Uh huh.", "Mm-hmm", "okay", "Yeah, right.", "ok ok", "", "Hmm?", "Bye bye.", "Thank you."],
+    [
+        "uh-huh",
+        "Uh huh.",
+        "Mm-hmm",
+        "okay",
+        "Yeah, right.",
+        "ok ok",
+        "",
+        "Hmm?",
+        "Bye bye.",
+        "Thank you.",
+        "Uh-uh.",
+        "Mm-mm.",
+    ],
 )
 def test_backchannels_and_noise(text):
     assert is_backchannel(text)
