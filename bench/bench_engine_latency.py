@@ -6,8 +6,9 @@ the figures are the engine's own cost:
 - turn latency: end-of-turn decision (VAD silence reached) -> first ``Audio`` event read by the
   transport side; target p50 <= 5 ms, p99 <= 20 ms;
 - barge-in: the speech frame over the agent's audio that makes it an interruption (the one reaching
-  ``min_interruption_ms``, 300 ms: shorter sounds never stop the agent) -> ``StopAudio`` read by the
-  transport side; target p99 <= one VAD frame (20 ms) + 5 ms.
+  ``min_interruption_ms``, 300 ms: shorter sounds never stop the agent) -> the agent's audio stopping
+  as read by the transport side: the ``Duck`` (lowered gain until the words are known,
+  voiceagent/conversation/ducking.py) or a ``StopAudio``; target p99 <= one VAD frame (20 ms) + 5 ms.
 
 Every conversation streams 20 ms frames in real time; callers start at random offsets within the
 first second and speak for 0.3-1.2 s, so turn ends are spread as on a real service (all
@@ -86,7 +87,9 @@ async def run_one(
                 state["first_audio_seen"] = True
                 turn_lat.append((now - conv.turn_ended_at) * 1000)
                 audio_seen.set()
-            elif event.kind == "StopAudio" and state["barge_pushed"] is not None:
+            elif state["barge_pushed"] is not None and (
+                event.kind == "StopAudio" or (event.kind == "Duck" and event.gain_db < 0)
+            ):
                 barge_lat.append((now - state["barge_pushed"]) * 1000)
                 state["barge_pushed"], state["stopped"] = None, True
 

@@ -10,13 +10,33 @@ is ~9 s long (bench/turn_taking_session.py). Cases run several at once, each in 
 
 Figures per VAD (``*_rate`` over the valid cases of the category):
 
-- ``false_stop_rate``: noise, a backchannel or echo over the answer made the agent's audio stop
-  (``StopAudio``), even if it then resumed; ``false_interruption_rate``: ... and it abandoned the
-  answer (no agent audio after the stop, or the engine took the noise as a new caller turn: a chat
-  request with a new caller message); ``noise_turn_rate``: the noise became a caller turn at all;
+What "stop" and "silence" mean here (all on the engine's playback clock: what a transport puts on
+the wire, before its own lead of 60 ms on the phone, one 250 ms frame on AudioHook, none in the
+browser, which applies the gain to what it has scheduled):
+
+- the agent's audio *ends* at a ``StopAudio`` (its queued audio is purged, the peer flushes);
+- it is *ducked* by a ``Duck`` event of -15 dB or less (every transport lowers the gain of what it
+  has not played yet; ``Duck(0)`` restores it); a *stop* is either of the two, the first one;
+- *silence* is time with no agent audio at all (ducked audio is audio, and reported apart).
+
+Figures per VAD (``*_rate`` over the valid cases of the category):
+
+- ``false_stop_rate``: noise, a backchannel or echo over the answer made the agent's audio end
+  (``StopAudio``), even if it then resumed; ``false_duck_rate``: it was ducked (never ended);
+  ``false_interruption_rate``: ... and it abandoned the answer (no agent audio after the stop, or
+  the engine took the noise as a new caller turn: a chat request with a new caller message);
+  ``noise_turn_rate``: the noise became a caller turn at all;
+- ``agent_silence_after_backchannel_ms`` p50/p95: in the backchannel cases ("uh-huh", "okay",
+  "yeah", "mm-hmm", "right" over the answer), the time without agent audio from the backchannel's
+  start to the end of the agent's audio (a resumed answer: the gap before it went on; an abandoned
+  one: until the case ends); ``..._after_noise_ms`` the same for the other noises (coughs, clicks,
+  babble, keyboard, echo); ``ducked_ms_after_backchannel`` p50/p95: how long its gain stayed down;
+  ``repeated_rate``: the answer went on with a clause said again (more of it played than its
+  length: the interrupted clause repeated from its start);
 - ``missed_interruption_rate``: a real interruption ("wait, stop, ...") did not stop the agent
-  within 1.5 s of the caller's speech onset; ``stop_reaction_ms`` p50/p99 and ``answered_rate``
-  (the interruption became a turn the agent answered);
+  (ended or ducked) within 1.5 s of the caller's speech onset; ``stop_reaction_ms`` p50/p95/p99
+  (onset -> stop), ``audio_end_reaction_ms`` p50/p95 (onset -> ``StopAudio``) and
+  ``answered_rate`` (the interruption became a turn the agent answered);
 - ``premature_end_of_turn_rate``: a caller pausing mid-sentence or reading digits slowly had the
   turn ended inside a pause (an end-of-turn decision, a chat request or a second final transcript
   before their speech ended);
@@ -33,7 +53,7 @@ Settings come from the environment like the service's (MIN_INTERRUPTION_MS, ENDP
 VAD_SILENCE_TIMEOUT, ECHO_GATE_DB, FILLER_AFTER_MS, VAD_AGGRESSIVENESS, SILERO_THRESHOLD, ...).
 
     nice -n 10 .venv/bin/python bench/bench_turn_taking.py [--quick] [--vad webrtc|silero|all]
-        [--per-category 120] [--concurrency 8] [--details FILE]
+        [--per-category 120] [--concurrency 8] [--seed 16] [--details FILE]
 
 120 cases per category (600 per VAD, ~16 min each on 2 cores): a rate's standard error is then
 about 2 points at 5 %, where 40 cases gave 3.4 (one case 2.5 points; seeds 16 and 17 at 40 per
@@ -75,6 +95,7 @@ from voiceagent.config.loading import load_config  # noqa: E402
 from voiceagent.conversation.turn_taking import TurnTaking  # noqa: E402
 
 MISSED_AFTER_S = 1.5
+DUCK_STOP_DB = -15.0  # a gain this low (or lower) counts as the agent stopping
 CATEGORIES = ("over_agent", "interruption", "pause", "plain", "tool")
 
 
@@ -133,21 +154,31 @@ def judge(case: Case, rec: Record) -> dict:
     if rec.invalid:
         return out
     stops_at = sorted(rec.caller_time(t) for t, _ in rec.stops)  # on the caller's clock
+    ducks_at = sorted(rec.caller_time(t) for t, db in rec.ducks if db <= DUCK_STOP_DB)
     out["capped"] = rec.capped
     first_user = rec.chat_calls[0][1] if rec.chat_calls else None
     speech_end = rec.trigger_speech[1]
     if case.category in ("over_agent", "interruption"):
         assert rec.answer_start is not None
         stops = [t for t in stops_at if t >= rec.answer_start - 1e-3]
+        ducks = [t for t in ducks_at if t >= rec.answer_start - 1e-3]
         new_turns = [rec.caller_time(t) for t, text in rec.chat_calls[1:] if text != first_user]
         if case.category == "over_agent":
             stopped = bool(stops)
             last_stop = max((t for t, _ in rec.stops), default=0.0)  # loop time, as the playback clock
             after = [p for p in rec.audio if stopped and p.start >= last_stop - 1e-3 and p.end > p.start]
             out["false_stop"] = stopped
+            out["false_duck"] = bool(ducks) and not stopped
             out["false_interruption"] = stopped and (bool(new_turns) or not after)
             out["resumed"] = stopped and bool(after) and not new_turns
             out["noise_turn"] = bool(new_turns)
+            begin = rec.stim_start if rec.stim_start is not None else rec.answer_start
+            silence = agent_silence(rec, begin)
+            if out["false_interruption"] and not new_turns:
+                silence = max(silence, rec.end - last_stop)  # the answer never went on
+            out["agent_silence_ms"] = round(silence * 1000)
+            out["ducked_ms"] = round(ducked_time(rec, begin) * 1000)
+            out["repeated"] = repeated(rec)
         else:
             assert rec.stim_speech is not None
             onset = rec.stim_speech[0]
@@ -155,9 +186,11 @@ def judge(case: Case, rec: Record) -> dict:
             if answer_end < onset and not stops:
                 out["invalid"] = "the answer ended before the interruption"
                 return out
-            first = stops[0] if stops else None
+            ended = stops[0] if stops else None
+            first = min(stops[:1] + ducks[:1], default=None)  # ended or ducked, whichever came first
             out["stopped_before_onset"] = first is not None and first < onset - 0.02
             out["stop_reaction_ms"] = None if first is None else round((first - onset) * 1000)
+            out["audio_end_reaction_ms"] = None if ended is None else round((ended - onset) * 1000)
             out["missed"] = first is None or first - onset > MISSED_AFTER_S
             out["answered"] = any(t >= onset - 0.05 for t in new_turns)
     elif case.category in ("pause", "plain"):
@@ -193,6 +226,43 @@ def judge(case: Case, rec: Record) -> dict:
         out["answer_end_ms"] = ms(cursor)
         out["turn_end_ms"] = ms(turn_end)
     return out
+
+
+def agent_silence(rec: Record, begin: float) -> float:
+    """Time without agent audio from ``begin`` to the end of its last audio (loop time)."""
+    played = sorted((p.start, p.end) for p in rec.audio if p.end > p.start)
+    cursor, silent = begin, 0.0
+    for start, end in played:
+        if end <= cursor:
+            continue
+        if start > cursor:
+            silent += start - cursor
+        cursor = end
+    return silent
+
+
+def ducked_time(rec: Record, begin: float) -> float:
+    """How long, from ``begin``, the agent's audio played at a gain of DUCK_STOP_DB or lower."""
+    total, since = 0.0, None
+    for at, db in [*rec.ducks, (max(rec.audio_end(), begin), 0.0)]:
+        if db <= DUCK_STOP_DB and since is None:
+            since = max(at, begin)
+        elif db > DUCK_STOP_DB and since is not None:
+            total += max(0.0, min(at, rec.audio_end()) - since)
+            since = None
+    return total
+
+
+def repeated(rec: Record) -> bool:
+    """Did the answer say some of its audio twice (the same synthesised chunk emitted again: a
+    clause resumed from its start)? Piper is deterministic, and its lines are replayed from cache."""
+    seen: set[tuple[int, int]] = set()
+    for p in rec.audio:
+        key = (p.rid, p.crc)
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
 
 
 def silence_within(played: list[tuple[float, float]], t_from: float, t_to: float) -> float:
@@ -232,6 +302,16 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
         for r in inter
         if r.get("stop_reaction_ms") is not None and not r.get("stopped_before_onset")
     ]
+    ends = [
+        r["audio_end_reaction_ms"]
+        for r in inter
+        if r.get("audio_end_reaction_ms") is not None and not r.get("stopped_before_onset")
+    ]
+    backchannels = [r for r in noise if r["kind"] == "backchannel"]
+    noises = [r for r in noise if r["kind"] != "backchannel"]
+
+    def p50_95(values: list[float]) -> dict[str, Any]:
+        return {"p50": pct(values, 50), "p95": pct(values, 95), "n": len(values)}
 
     def breakdown(part: list[dict], keys: tuple[str, ...], field: str) -> dict[str, dict]:
         out: dict[str, dict] = {}
@@ -241,15 +321,22 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
         return out
 
     return {
+        "agent_silence_after_backchannel_ms": p50_95([r["agent_silence_ms"] for r in backchannels]),
         "false_interruption_rate": rate(noise, "false_interruption"),
+        "missed_interruption_rate": rate(inter, "missed"),
+        "stop_reaction_ms": {"p50": pct(reactions, 50), "p95": pct(reactions, 95), "p99": pct(reactions, 99)},
+        "premature_end_of_turn_rate": rate(pauses, "premature"),
+        "agent_silence_after_noise_ms": p50_95([r["agent_silence_ms"] for r in noises]),
+        "ducked_ms_after_backchannel": p50_95([r["ducked_ms"] for r in backchannels]),
+        "repeated_after_backchannel_rate": rate(backchannels, "repeated"),
+        "repeated_rate": rate(noise, "repeated"),
+        "audio_end_reaction_ms": {"p50": pct(ends, 50), "p95": pct(ends, 95), "n": len(ends)},
         "false_stop_rate": rate(noise, "false_stop"),
+        "false_duck_rate": rate(noise, "false_duck"),
         "noise_turn_rate": rate(noise, "noise_turn"),
         "resumed_rate": rate(noise, "resumed"),
-        "missed_interruption_rate": rate(inter, "missed"),
-        "stop_reaction_ms": {"p50": pct(reactions, 50), "p99": pct(reactions, 99)},
         "answered_interruption_rate": rate(inter, "answered"),
         "stopped_before_interruption_rate": rate(inter, "stopped_before_onset"),
-        "premature_end_of_turn_rate": rate(pauses, "premature"),
         "premature_end_of_plain_turn_rate": rate(plain, "premature"),
         "end_of_turn_delay_ms": {"p50": pct(delays, 50), "p99": pct(delays, 99), "n": len(delays)},
         "end_of_turn_delay_ms_after_pauses": {"p50": pct(paused_delays, 50), "p99": pct(paused_delays, 99)},
@@ -263,7 +350,9 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
             "p50": pct([r["longest_gap_s"] for r in tool], 50),
             "max": max((r["longest_gap_s"] for r in tool), default=None),
         },
-        "over_agent_by_kind": breakdown(noise, ("false_stop", "false_interruption", "noise_turn"), "kind"),
+        "over_agent_by_kind": breakdown(
+            noise, ("false_stop", "false_duck", "false_interruption", "noise_turn", "repeated"), "kind"
+        ),
         "over_agent_by_sample_rate": breakdown(noise, ("false_stop", "false_interruption"), "sample_rate"),
         "interruption_by_kind": breakdown(inter, ("missed", "answered"), "kind"),
         "pause_by_kind": breakdown(pauses, ("premature",), "kind"),
@@ -376,6 +465,8 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
             "concurrency": args.concurrency,
             "frame_ms": 20,
             "missed_after_s": MISSED_AFTER_S,
+            "duck_stop_db": DUCK_STOP_DB,
+            "seed": args.seed,
         },
     }
     return {"result": result, "rows": rows}
@@ -407,12 +498,16 @@ async def main() -> None:
             await synth.close()
     random.Random(args.seed).shuffle(cases)  # categories mixed over the run
     details: dict[str, Any] = {}
+    from proc_cpu import python_speed
+
+    speed, load = python_speed(), round(os.getloadavg()[0], 2)  # how fast and busy the machine was
     for kind in ("webrtc", "silero") if args.vad == "all" else (args.vad,):
         missing = silero_available() if kind == "silero" else None
         if missing:
             print(json.dumps({"bench": "turn_taking", "vad": kind, "skipped": missing}), flush=True)
             continue
         out = await run_vad(kind, cases, args, config)
+        out["result"].update(machine_python_loop_ms=speed, load_average_before=load)
         print(json.dumps(out["result"]), flush=True)
         details[kind] = out["rows"]
     if args.details:

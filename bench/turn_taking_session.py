@@ -6,7 +6,9 @@ real time, 20 ms frames paced by the loop clock, with the agent's own audio mixe
 echo when the case says so (delayed, attenuated, through the phone band too). Everything is read
 from the engine's public surface: its events (``Audio``/``StopAudio`` response ids,
 ``StateChange``, final ``Transcript``), ``turn_ended_at`` (the end-of-turn decision), and the
-playback clock (``emit_audio``'s start times and durations), recorded by wrapping ``emit_audio``.
+playback clock (``emit_audio``'s start times and durations), recorded by wrapping ``emit_audio``,
+and its ``Duck`` events (the gain every transport applies to what it has not sent yet; the echo
+mixed back is ducked with it).
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ class Played:
     end: float
     rid: int
     pcm: np.ndarray | None  # float32 at 16 kHz, kept only when the case has echo
+    crc: int = 0  # of the chunk's bytes: the same audio said twice has the same
 
 
 @dataclass
@@ -161,6 +164,7 @@ class Record:
     t0: float = 0.0
     audio: list[Played] = field(default_factory=list)
     stops: list[tuple[float, int]] = field(default_factory=list)
+    ducks: list[tuple[float, float]] = field(default_factory=list)  # (loop time, gain dB) from Duck events
     finals: list[tuple[float, str]] = field(default_factory=list)
     states: list[tuple[float, str]] = field(default_factory=list)
     decisions: list[float] = field(default_factory=list)  # turn_ended_at values, as they change
@@ -190,6 +194,15 @@ class Record:
     def audio_end(self) -> float:
         return max((p.end for p in self.audio), default=0.0)
 
+    def gain_db(self, t: float) -> float:
+        """The agent's gain on the wire at ``t`` (0 unless a ``Duck`` event lowered it)."""
+        gain = 0.0
+        for at, db in self.ducks:
+            if at > t:
+                break
+            gain = db
+        return gain
+
     def cut(self, at: float) -> None:
         """A StopAudio at ``at``: the transport flushes what had not played."""
         for p in self.audio:
@@ -208,6 +221,8 @@ class Record:
             limit = min(len(p.pcm), round((p.end - p.start) * RATE))
             part = p.pcm[a:limit][: n - b]
             out[b : b + len(part)] += part
+        if self.ducks and (db := self.gain_db(start)):  # what the wire carried (ducked) comes back
+            out *= 10 ** (db / 20)
         return out
 
 
@@ -254,7 +269,7 @@ async def run_case(
         if keep_pcm:
             x = np.frombuffer(pcm, "<i2").astype(np.float32)
             data = x if sample_rate == RATE else soxr.resample(x, sample_rate, RATE).astype(np.float32)
-        rec.audio.append(Played(start, start + len(pcm) / 2 / sample_rate, rid, data))
+        rec.audio.append(Played(start, start + len(pcm) / 2 / sample_rate, rid, data, zlib.crc32(pcm)))
         return start
 
     conv.emit_audio = emit_audio  # type: ignore[method-assign]
@@ -266,6 +281,10 @@ async def run_case(
             if event.kind == "StopAudio":
                 rec.stops.append((at, event.response_id))
                 rec.cut(at)
+                if rec.ducks:
+                    rec.ducks.append((at, 0.0))  # a stop ends a duck on every wire
+            elif event.kind == "Duck":
+                rec.ducks.append((at, event.gain_db))
             elif event.kind == "Transcript" and event.final and event.speaker == "user":
                 rec.finals.append((at, event.text))
             elif event.kind == "StateChange":

@@ -111,6 +111,7 @@ class AudioHookConsumer(AudioSocket):
             max_frames=MAX_QUEUED_CHUNKS,
             pad_byte=None,
             encoder=MulawStreamEncoder,
+            mulaw=True,
         )
 
     # --- connection ---------------------------------------------------------------------------------

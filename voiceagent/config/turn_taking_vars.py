@@ -30,10 +30,10 @@ TURN_TAKING: tuple[Var, ...] = (
         "MIN_INTERRUPTION_MS",
         "300",
         integer(0, 5000),
-        "Speech over the agent must last this long (or be a recognised word that is not a "
-        "backchannel) before the agent stops; a cough or click never stops it. When what stopped it "
-        'was only noise or a backchannel ("uh-huh", "okay"), the agent resumes from the clause it '
-        "was saying",
+        "Speech over the agent must last this long before the agent is ducked (-20 dB) while the "
+        "recogniser says what it was; a cough or click never touches it. A backchannel or noise "
+        '("uh-huh", "okay") restores it where it was; a word that is not one (or 1.2 s of speech) '
+        "stops it",
         group="turn-taking",
         tunable=True,
     ),

@@ -52,7 +52,16 @@ class EchoReference:
     comes, and ``_played`` keeps only the frames that can still be the window's loudest (a
     monotonic queue), so a query costs O(1) however long the agent talks."""
 
-    __slots__ = ("_heard", "_played", "_queued", "_returns", "_since", "return_loss_db", "window_s")
+    __slots__ = (
+        "_gain_db",
+        "_heard",
+        "_played",
+        "_queued",
+        "_returns",
+        "_since",
+        "return_loss_db",
+        "window_s",
+    )
 
     def __init__(self, window_s: float = 1.0):
         self.window_s = window_s
@@ -62,6 +71,7 @@ class EchoReference:
         self._returns: deque[float] = deque(maxlen=_RETURNS_KEPT)  # agent minus microphone, dB
         self._since = 0  # frames observed since the median was last taken
         self.return_loss_db: float | None = None  # learned echo return loss; None: not yet known
+        self._gain_db = 0.0  # the agent's audio is ducked by this much (a Duck event): so is its echo
 
     def add(self, pcm: bytes, sample_rate: int, start: float) -> None:
         """Agent audio (PCM16 mono at ``sample_rate``) that plays from ``start`` (loop time, not
@@ -71,13 +81,29 @@ class EchoReference:
         append = self._queued.append
         for index in range(len(pcm) // step):  # one C call per 20 ms (audioop.rms)
             level = frame_dbfs(view[index * step : (index + 1) * step])
+            level += self._gain_db
             append((start + index * _FRAME_S, level if level > _FLOOR_DB else _FLOOR_DB))
+
+    def duck(self, now: float, gain_db: float) -> None:
+        """The agent's audio plays at ``gain_db`` from ``now`` on (0: restored): so does its echo,
+        and a caller speaking over a ducked agent is no longer taken for it."""
+        change = gain_db - self._gain_db
+        if not change:
+            return
+        self._gain_db = gain_db
+        queued = self._queued
+        for index in range(len(queued) - 1, -1, -1):
+            at, level = queued[index]
+            if at < now:
+                break
+            queued[index] = (at, max(_FLOOR_DB, level + change) if level > _FLOOR_DB else level)
 
     def cut(self, now: float) -> None:
         """The agent stopped at ``now`` (barge-in): what it had queued after that never plays."""
         queued = self._queued
         while queued and queued[-1][0] > now:
             queued.pop()
+        self._gain_db = 0.0  # what plays next (a resumed or new answer) is at full level
 
     def level(self, now: float) -> float:
         """The loudest agent frame that played in ``[now - window_s, now]``; -100 when none did."""

@@ -32,6 +32,7 @@ from typing import Any, Unpack
 from voiceagent.conversation.common import history_lines, persist, run_tool_round
 from voiceagent.conversation.context import AgentDirectory, TurnContext, resolve_tools
 from voiceagent.conversation.core import DTMF_DIGITS, ENDED_BY_AGENT, ConversationCore, SessionArgs
+from voiceagent.conversation.ducking import CascadeDucking
 from voiceagent.conversation.events import AgentResponse, Audio, Error, StopAudio
 from voiceagent.conversation.listening import CascadeListening, ListeningConfig, VADLike
 from voiceagent.conversation.providers import (
@@ -71,7 +72,7 @@ class EngineConfig(ListeningConfig):
     fallback_line: str = FALLBACK_LINE
 
 
-class Conversation(CascadeListening, ConversationCore):
+class Conversation(CascadeListening, CascadeDucking, ConversationCore):
     """A voice conversation on one session. Create, ``await start()``, then push and read events."""
 
     config: EngineConfig
@@ -144,8 +145,10 @@ class Conversation(CascadeListening, ConversationCore):
             return False
         now = self.loop_time()
         audio_out = now < self.playback_end
-        if not speaker.hold(now):
+        ducked = self._duck.since if self._duck is not None else None
+        if not speaker.hold(now if ducked is None else ducked):  # ducked: not heard under the caller
             return False
+        self._duck_over(stopping=audio_out)
         self._held = speaker
         rid = speaker.rid
         self.channel.purge(lambda e: isinstance(e, Audio) and e.response_id == rid)
@@ -177,6 +180,8 @@ class Conversation(CascadeListening, ConversationCore):
         rid = self.active_rid
         speaker, self._speaker = self._speaker, None  # handled: a second call (new turn) finds nothing
         held, self._held = self._held, None
+        ducked = self._duck_over(stopping=now < self.playback_end)
+        heard = now if ducked is None else ducked  # played ducked under the caller's words: not heard
         self._echo.cut(now)
         if speaker is not None and speaker.committed:  # played in full and recorded: nothing to stop
             speaker = None
@@ -189,15 +194,15 @@ class Conversation(CascadeListening, ConversationCore):
             speaker.cancel()
         pending = self._take_pending()
         if pending is not None:
-            self._commit(pending, now)
+            self._commit(pending, heard)
         if (
             speaker is not None
-            and (speaker.spoken or speaker.played_by(now))
+            and (speaker.spoken or speaker.played_by(heard))
             and (pending is None or pending[2] is not speaker)
         ):
             # interrupted while still streaming (maybe still in its first clause): what was played
             # so far is what the caller heard
-            self._commit((rid or 0, self._agent_name(), speaker), now)
+            self._commit((rid or 0, self._agent_name(), speaker), heard)
         if rid is None and not audio_out:  # only a task that had not begun a response was dropped
             return 0, False, None
         return rid or 0, audio_out, ", audio stopped" if audio_out else ", before any audio"
@@ -226,6 +231,7 @@ class Conversation(CascadeListening, ConversationCore):
         self._begin_response(self._respond(text))
 
     def _new_response(self) -> tuple[int, Speaker]:
+        self._duck_over(stopping=False)  # a duck the last answer ended under: full gain again
         rid = next(self._rids)
         self.active_rid = rid
         speaker = self._speaker = Speaker(self, rid, self.clock.current(), self._pace)

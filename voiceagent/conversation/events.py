@@ -67,6 +67,18 @@ class StopAudio(Event):
 
 
 @dataclass(frozen=True)
+class Duck(Event):
+    """Play the agent's audio not yet played at ``gain_db`` (below 0: lowered; 0: restored). The
+    caller speaks over the agent and their words are not known yet: a backchannel restores the
+    gain (no gap, nothing repeated), a real interruption is a ``StopAudio``. Every transport
+    honours it on what it has not sent (a paced wire) or not played (the browser); a ``StopAudio``
+    ends a duck too (the next audio plays at full gain)."""
+
+    gain_db: float = 0.0
+    response_id: int = 0
+
+
+@dataclass(frozen=True)
 class Handoff(Event):
     from_agent: str
     to_agent: str

@@ -40,7 +40,6 @@ from voiceagent.conversation.turn_taking import (
     TurnTaking,
     endpoint_ms,
     is_backchannel,
-    is_guess,
     is_hallucination,
 )
 
@@ -99,6 +98,7 @@ class CascadeListening:
     playback_end: float
     _current_agent: AgentSpec | None
     _held: Any
+    _duck: Any
 
     if TYPE_CHECKING:  # the conversation's own (declared here only for type checkers)
 
@@ -111,6 +111,14 @@ class CascadeListening:
         def _barge_in(self, cause: str) -> None: ...
 
         def _hold_answer(self) -> bool: ...
+
+        def _speech_over_agent(self, utterance: _Utterance) -> None: ...
+
+        def _quiet_over_agent(self, utterance: _Utterance) -> None: ...
+
+        def _over_agent_noise(self, utterance: _Utterance, text: str, logprob: float | None) -> bool: ...
+
+        def _restore_duck(self, of: _Utterance | None = None) -> None: ...
 
         def _resume_answer(self, heard: str) -> None: ...
 
@@ -230,10 +238,11 @@ class CascadeListening:
             if self._held is None and self._agent_busy():  # talking over the agent
                 utterance.over_agent_ms += self.config.frame_ms
                 utterance.over_agent_power += power
-                if utterance.over_agent_ms >= self._turn.min_interruption_ms and self._foreground(utterance):
-                    utterance.held = self._hold_answer()
+                self._speech_over_agent(utterance)  # ducks the agent, then decides (ducking.py)
         else:
             self._silence_ms += self.config.frame_ms
+            if self._duck is not None:
+                self._quiet_over_agent(utterance)
             if self._silence_ms == self.config.pause_hint_ms:
                 self._ask_hypothesis(utterance)
         if self._silence_ms >= self._endpoint_ms or utterance.frames_in >= self.config.max_utterance_frames:
@@ -324,6 +333,7 @@ class CascadeListening:
             logger.warning("stt failed: %s", exc)
             if utterance.held:  # nothing understood: the agent goes on
                 self._resume_answer("")
+            self._restore_duck(utterance)
             return
         if text:
             self.clock.transcribed(self.loop_time())
@@ -333,19 +343,13 @@ class CascadeListening:
     def _heard(self, utterance: _Utterance, text: str) -> None:
         """The caller's utterance is recognised: a turn, or - when it was said over the agent and is
         only noise or a backchannel - the agent goes on (resumed where it was held)."""
-        background = bool(utterance.over_agent_ms) and not self._foreground(utterance)
-        voiced_ms = utterance.voiced_frames * self.config.frame_ms
-        noise = (
-            background
-            or is_backchannel(text)
-            or is_hallucination(text, voiced_ms)
-            or is_guess(utterance.logprob)
-        )
+        noise = self._over_agent_noise(utterance, text, utterance.logprob)
         if utterance.held and self._held is not None:
             if not text or noise:
                 self._resume_answer(text)
                 return
         elif utterance.over_agent_ms and self._agent_busy() and (not text or noise):
+            self._restore_duck(utterance)  # when it ducked the agent: full gain again
             return  # a short sound, background voices or an "uh-huh" while the agent speaks
         if text:
             if not utterance.over_agent_ms and utterance.speech_frames:

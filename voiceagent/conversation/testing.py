@@ -52,15 +52,35 @@ class _ScriptedStream:
         self.owner.cancelled += 1
 
 
+class _HintingStream(_ScriptedStream):
+    """A stream that also says, on demand, what was said so far (as Whisper's ``hint_pause``):
+    the utterance's scripted text, on the next loop iteration."""
+
+    text: str | None = None  # this utterance's text, taken from the script at the first hint
+
+    def hint_pause(self, on_text: Callable[[str, float | None], None]) -> bool:
+        if self.text is None:
+            self.text = self.owner.next_text()
+        asyncio.get_running_loop().call_soon(on_text, self.text, -0.2)
+        self.owner.hints += 1
+        return True
+
+    async def finish(self) -> str:
+        return self.owner.next_text() if self.text is None else self.text
+
+
 class ScriptedSTT:
-    """Returns the scripted texts, one per utterance; ``fail_open``/``fail_push`` simulate failures."""
+    """Returns the scripted texts, one per utterance; ``fail_open``/``fail_push`` simulate failures.
+    ``on_demand``: its streams answer ``hint_pause`` (a hypothesis whenever asked) like Whisper's."""
 
     name = "scripted-stt"
     sample_rate = 16000
 
-    def __init__(self, texts: Iterable[str] = (), interim_after: int = 3):
+    def __init__(self, texts: Iterable[str] = (), interim_after: int = 3, on_demand: bool = False):
         self.texts: deque[str] = deque(texts)
         self.interim_after = interim_after
+        self.on_demand = on_demand
+        self.hints = 0  # hypotheses asked for
         self.fail_open = 0  # how many next opens fail
         self.fail_push = False
         self.opened = 0
@@ -77,7 +97,7 @@ class ScriptedSTT:
         if self.fail_open > 0:
             self.fail_open -= 1
             raise ProviderError("scripted STT open failure")
-        return _ScriptedStream(self, on_interim)
+        return (_HintingStream if self.on_demand else _ScriptedStream)(self, on_interim)
 
     async def warm(self) -> int:
         return 1
@@ -87,7 +107,8 @@ class ScriptedSTT:
 
 
 class InstantTTS:
-    """``ms_per_word`` of a quiet tone per word, in ``chunk_ms`` chunks, produced instantly."""
+    """``ms_per_word`` of audio per word, in ``chunk_ms`` chunks, produced instantly: silence, or
+    with ``level`` a 300 Hz tone of that amplitude (a level a transport's gain shows in)."""
 
     name = "instant-tts"
 
@@ -98,7 +119,9 @@ class InstantTTS:
         chunk_ms: int = 100,
         fail: bool = False,
         delay_s: float = 0.0,
+        level: int = 0,
     ):
+        self.level = level
         self.sample_rate = sample_rate
         self.ms_per_word = ms_per_word
         self.chunk_ms = chunk_ms
@@ -112,6 +135,12 @@ class InstantTTS:
         self.spoken.append(text)
         total = max(1, len(text.split())) * self.ms_per_word
         chunk = bytes(self.sample_rate * self.chunk_ms // 1000 * 2)
+        if self.level:
+            import numpy as np
+
+            n = self.sample_rate * self.chunk_ms // 1000
+            wave = np.sin(np.arange(n) * 2 * np.pi * 300 / self.sample_rate) * self.level
+            chunk = wave.astype("<i2").tobytes()
         for _ in range(max(1, total // self.chunk_ms)):
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)

@@ -101,7 +101,7 @@ BACKCHANNELS: frozenset[str] = frozenset(
         "uh-huh", "uh huh", "uhuh", "mm-hmm", "mm hmm", "mhm", "mmhmm", "mm", "hmm", "mmm", "hm",
         "okay", "ok", "o.k", "yeah", "yea", "yep", "yes", "right", "sure", "i see", "got it",
         "alright", "all right", "uh", "um", "ah", "oh", "huh", "aha", "ah ha", "yeah yeah",
-        "okay okay", "right right", "mm-hm", "mm hm", "uh-hum", "thanks", "thank you",
+        "okay okay", "right right", "mm-hm", "mm hm", "uh-hum", "uh-uh", "mm-mm", "thanks", "thank you",
         "thank you very much", "thanks a lot", "great", "cool", "perfect", "good", "uh uh", "mm mm",
     }
 )  # fmt: skip

@@ -13,7 +13,11 @@ events become their frames. Everything else lives here once, in :class:`AudioSoc
   told apart (we ended it / the agent did / it was lost) and ended with the socket: the engine
   closes it (history flushed), the pump gets two seconds to relay the last events, the relay
   (:mod:`.relay`, which keeps the live-session registry) gets its queue out;
-- paced playback of agent audio for wires that play what they get (:mod:`.playback`).
+- paced playback of agent audio for wires that play what they get (:mod:`.playback`), and the
+  engine's ``Duck`` events (the caller speaks over the agent, words not known yet) applied to it:
+  every frame not sent yet goes out at the duck's gain until ``Duck(0)`` or a ``StopAudio``. A
+  wire without paced playback (the browser, which gets audio ahead and schedules it) hands the
+  event to its peer in its codec's ``on_event`` (the envelope's ``duck`` event).
 - the metrics (:mod:`voiceagent.observability.metrics`): the conversation's start (its end through
   its close hook), and each of its events but ``Audio`` on its way through the pump.
 
@@ -210,6 +214,8 @@ class AudioSocket(LeanWebSocket):
                     await on_audio(event)
                 else:
                     count(event, transport)
+                    if event.kind == "Duck" and self.playback is not None:
+                        self.playback.set_gain(event.gain_db)  # what is not sent yet, from now
                     await on_event(event)
         except asyncio.CancelledError:
             raise

@@ -27,6 +27,8 @@ def event_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
         return "response", {"text": event.text, "agent": event.agent, "final": event.final}
     if kind == "StopAudio":
         return "event", {"name": "barge_in", "reason": event.reason}
+    if kind == "Duck":  # the page lowers (or restores) the gain of the audio it has not played
+        return "event", {"name": "duck", "gain_db": event.gain_db}
     if kind == "Handoff":
         return "event", {
             "name": "handoff",

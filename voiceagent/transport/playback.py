@@ -8,6 +8,10 @@ barge-in that drops everything queued, and a way to wait for the last words to p
 hanging up. The wire's codec comes in as ``encoder``: one per source rate, made on first use
 (``push_pcm``), flushed at the end of a response and reset at a barge-in with the queue.
 
+A ``Duck`` event (the caller speaks over the agent, their words not known yet) lowers the gain of
+every frame sent from then on (:meth:`set_gain`, PCM16 or mu-law as the wire carries), so it takes
+effect within the lead; ``Duck(0)`` restores it and a barge-in (:meth:`drop`) ends it.
+
 ``lock`` is held while a frame is handed to the socket: a transport that must send a control
 message (``StopAudio``) after a barge-in takes it around :meth:`clear` and its send, so no frame
 of the cancelled response can slip in between.
@@ -25,6 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from voiceagent.speech.audio import FrameChunker, Pacer
+from voiceagent.speech.audio.mulaw import ulaw_decode, ulaw_encode
 
 __all__ = ["PacedPlayback", "WireEncoder"]
 _UNSEEN = object()
@@ -49,6 +54,7 @@ class PacedPlayback:
         max_frames: int,
         pad_byte: int | None,
         encoder: Callable[[int], WireEncoder | None] | None = None,
+        mulaw: bool = False,
     ):
         self._send = send
         self._encoder_for = encoder  # source rate -> its encoder (None: the wire's own format)
@@ -61,6 +67,8 @@ class PacedPlayback:
         self._queue: deque[bytes] = deque()
         self._ready = asyncio.Event()
         self.lock = asyncio.Lock()
+        self._mulaw = mulaw  # the frames are G.711 mu-law (else PCM16 little-endian)
+        self.gain = 1.0  # applied to each frame as it is sent (a Duck event lowers it)
         self.paused_until = 0.0  # time.monotonic() before which nothing is sent (the peer asked)
         self.dropped = 0  # frames dropped because the queue was full
         self.stopped = False
@@ -91,8 +99,14 @@ class PacedPlayback:
                 self.push(encoder.flush())
         self.flush()
 
+    def set_gain(self, gain_db: float) -> None:
+        """A ``Duck`` event: the frames not sent yet go out at ``gain_db`` (0 or more: as they are)."""
+        self.gain = 1.0 if gain_db >= 0.0 else 10.0 ** (gain_db / 20.0)
+
     def drop(self) -> None:
-        """Barge-in or the end: nothing queued or buffered in an encoder will be sent."""
+        """Barge-in or the end: nothing queued or buffered in an encoder will be sent; a duck ends
+        (what plays next, a resumed or new answer, is at full gain)."""
+        self.gain = 1.0
         self.clear()
         for encoder in self._encoders.values():
             if encoder is not None:
@@ -148,7 +162,15 @@ class PacedPlayback:
             await pacer.wait()
             async with self.lock:
                 if queue:  # a barge-in may have emptied it meanwhile
-                    await self._send(queue.popleft())
+                    frame = queue.popleft()
+                    await self._send(frame if self.gain == 1.0 else self._scaled(frame))
+
+    def _scaled(self, frame: bytes) -> bytes:
+        """``frame`` at :attr:`gain` (one vectorised pass; mu-law through its tables)."""
+        if self._mulaw:
+            return ulaw_encode((ulaw_decode(frame) * self.gain).astype(np.int16))
+        samples = np.frombuffer(frame, dtype="<i2") * self.gain
+        return samples.astype("<i2").tobytes()
 
     def stop(self) -> None:
         self.stopped = True

@@ -21,7 +21,20 @@ SETTINGS = TurnTaking(endpointing_min_ms=500, endpointing_max_ms=1600)
 
 @pytest.mark.parametrize(
     "text",
-    ["uh-huh", "Uh huh.", "Mm-hmm", "okay", "Yeah, right.", "ok ok", "", "Hmm?", "Bye bye.", "Thank you."],
+    [
+        "uh-huh",
+        "Uh huh.",
+        "Mm-hmm",
+        "okay",
+        "Yeah, right.",
+        "ok ok",
+        "",
+        "Hmm?",
+        "Bye bye.",
+        "Thank you.",
+        "Uh-uh.",
+        "Mm-mm.",
+    ],
 )
 def test_backchannels_and_noise(text):
     assert is_backchannel(text)
@@ -105,6 +118,21 @@ def test_echo_is_much_weaker_than_the_agents_audio_a_caller_is_not():
     ref.cut(20.2)  # barge-in at 20.2: what was queued after never plays
     assert abs(ref.level(20.6) - -20) < 0.5  # the window still holds 20.1-20.2
     assert ref.level(20.9) == -100.0
+
+
+def test_a_ducked_agent_echoes_at_its_ducked_level_and_a_restore_brings_it_back():
+    ref = EchoReference(window_s=0.1)
+    ref.add(tone(-20, 2000), 16000, start=0.0)  # queued ahead: 2 s at -20 dBFS
+    ref.duck(0.5, -20.0)  # from 0.5 s it plays 20 dB lower
+    assert abs(ref.level(0.45) - -20) < 0.5
+    assert abs(ref.level(0.8) - -40) < 0.5
+    assert not ref.is_echo(-35.0, 0.8, gate_db=10)  # a caller at -35 over a ducked agent is heard
+    ref.add(tone(-20, 500), 16000, start=2.0)  # audio emitted while ducked is ducked too
+    assert abs(ref.level(2.2) - -40) < 0.5
+    ref.duck(2.3, 0.0)  # restored: full level from then on
+    assert abs(ref.level(2.45) - -20) < 0.5
+    ref.add(tone(-20, 500), 16000, start=3.0)
+    assert abs(ref.level(3.2) - -20) < 0.5
 
 
 def test_a_line_without_echo_widens_the_gate_one_with_echo_keeps_it():

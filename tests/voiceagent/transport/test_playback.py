@@ -117,3 +117,55 @@ async def test_a_source_faster_than_real_time_is_still_paced():
     # then frame k no earlier than (k - 1) x 100 ms after the first (the schedule), not as they
     # arrived (all within ~0.1 s); the second frame's own arrival (~20 ms late) does not move it
     assert all(t >= (k - 1) * 0.1 - 0.005 for k, t in enumerate(since_first) if k >= 2), since_first
+
+
+async def test_a_duck_lowers_what_is_sent_from_then_and_a_barge_in_ends_it():
+    """PCM16 frames: a Duck's gain applies to the frames not sent yet; Duck(0) and drop() restore."""
+    import numpy as np
+
+    sent: list[bytes] = []
+    p = playback(sent, frame_bytes=4)
+    loud = np.array([10000, -10000], "<i2").tobytes()
+    p.set_gain(-20.0)
+    p.push(loud)
+    p.set_gain(0.0)
+    task = asyncio.create_task(p.run())
+    await p.drained(2)
+    p.push(loud)
+    await p.drained(2)
+    p.set_gain(-20.0)
+    p.drop()  # a barge-in: what plays next is at full gain
+    p.push(loud)
+    await p.drained(2)
+    p.stop()
+    await task
+    levels = [np.abs(np.frombuffer(f, "<i2")).max() for f in sent]
+    assert levels == [10000, 10000, 10000]  # the gain counts when a frame is sent, not queued
+
+    sent.clear()
+    p = playback(sent, frame_bytes=4)
+    task = asyncio.create_task(p.run())
+    p.set_gain(-20.0)
+    p.push(loud)
+    await p.drained(2)
+    p.stop()
+    await task
+    assert [np.abs(np.frombuffer(f, "<i2")).max() for f in sent] == [1000]  # -20 dB
+
+
+async def test_a_duck_on_a_mulaw_wire_is_applied_to_the_companded_frames():
+    import numpy as np
+
+    from voiceagent.speech.audio.mulaw import ulaw_decode, ulaw_encode
+
+    sent: list[bytes] = []
+    p = playback(sent, frame_bytes=4, mulaw=True)
+    frame = ulaw_encode(np.array([16000, -16000, 8000, -8000], "<i2"))
+    task = asyncio.create_task(p.run())
+    p.set_gain(-20.0)
+    p.push(frame)
+    await p.drained(2)
+    p.stop()
+    await task
+    ducked = np.abs(ulaw_decode(sent[0]).astype(float))
+    assert np.allclose(ducked, [1600, 1600, 800, 800], rtol=0.1), ducked

@@ -174,6 +174,9 @@ function onEvent(p, m) {
       state.player.stop(); responseLine = null;
       line($("activity"), "", "", "You interrupted the agent");
       break;
+    case "duck":
+      state.player.duck(p.gain_db);
+      break;
     case "handoff":
       line($("activity"), "handoff", "", `Handoff ${p.from} → ${p.to} (${p.type})`);
       setAgent(p.to);

@@ -37,12 +37,22 @@ class MicCapture {
 }
 
 class PcmPlayer {
-  /* Schedules chunks back to back on one AudioContext clock; stop() drops everything queued. */
-  constructor() { this.ctx = null; this.next = 0; this.sources = new Set(); this.chunksPlayed = 0; }
+  /* Schedules chunks back to back on one AudioContext clock; stop() drops everything queued;
+     duck(db) lowers (0: restores) the gain of what plays, the server's `duck` event. */
+  constructor() { this.ctx = null; this.out = null; this.next = 0; this.sources = new Set(); this.chunksPlayed = 0; }
   ensure() {
-    if (!this.ctx) this.ctx = new AudioContext();
+    if (!this.ctx) {
+      this.ctx = new AudioContext();
+      this.out = this.ctx.createGain();
+      this.out.connect(this.ctx.destination);
+    }
     if (this.ctx.state === "suspended") this.ctx.resume();
     return this.ctx;
+  }
+  duck(gainDb) {
+    const ctx = this.ensure();
+    const gain = gainDb < 0 ? Math.pow(10, gainDb / 20) : 1;
+    this.out.gain.setTargetAtTime(gain, ctx.currentTime, 0.01);  // ~10 ms: no click
   }
   play(int16, sampleRate) {
     const ctx = this.ensure();
@@ -51,7 +61,7 @@ class PcmPlayer {
     for (let i = 0; i < int16.length; i++) data[i] = int16[i] / 0x8000;
     const src = ctx.createBufferSource();
     src.buffer = buffer;
-    src.connect(ctx.destination);
+    src.connect(this.out);
     const start = Math.max(ctx.currentTime + 0.03, this.next);
     src.start(start);
     this.next = start + buffer.duration;
@@ -62,6 +72,7 @@ class PcmPlayer {
     for (const src of this.sources) { try { src.stop(); } catch (e) { /* already ended */ } }
     this.sources.clear();
     this.next = 0;
+    if (this.out) this.out.gain.setValueAtTime(1, this.ctx.currentTime);  // a stop ends a duck
   }
   get playing() { return this.sources.size > 0; }
 }

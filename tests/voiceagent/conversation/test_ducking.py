@@ -1,0 +1,100 @@
+"""Speech over the agent ducks it until the words are known (voiceagent/conversation/ducking.py):
+a backchannel leaves the answer whole (no stop, nothing said twice), a real interruption still
+stops it and the history keeps only what was heard. Scripted providers; no timing asserted."""
+
+from __future__ import annotations
+
+import asyncio
+
+from enginekit import SILENCE, TONE, Harness
+
+from voiceagent.conversation.ducking import DUCK_GAIN_DB
+from voiceagent.conversation.testing import InstantTTS
+
+STORY = " ".join(f"word{i}" for i in range(40)) + "."  # 4 s at 100 ms a word
+
+
+async def talking(h: Harness) -> int:
+    """The caller asks; returns the response id once its audio is playing."""
+    await h.idle()
+    h.speak()
+    await h.until(lambda h: len(h.of("Audio")) > 3 and h.conv.loop_time() < h.conv.playback_end)
+    await asyncio.sleep(0.3)  # part of it has played
+    return h.of("Audio")[-1].response_id
+
+
+async def over_the_agent(h: Harness, speech_frames: int) -> None:
+    """The caller speaks over the agent in real time (20 ms frames), then falls quiet."""
+    for _ in range(speech_frames):
+        h.conv.push_audio(TONE, 16000)
+        await asyncio.sleep(0.02)
+    for _ in range(15):
+        h.conv.push_audio(SILENCE, 16000)
+        await asyncio.sleep(0.02)
+
+
+def answer_audio_s(h: Harness, rid: int) -> float:
+    return sum(e.duration_s for e in h.of("Audio") if e.response_id == rid)
+
+
+async def test_a_backchannel_ducks_the_agent_and_it_goes_on_without_a_gap_or_a_repeat():
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    async with Harness(script=[STORY], texts=["tell me a story", "uh-huh"], tts=tts) as h:
+        h.stt.on_demand = True  # hypotheses on demand, like Whisper's
+        rid = await talking(h)
+        await over_the_agent(h, speech_frames=25)  # 0.5 s: past MIN_INTERRUPTION_MS
+        await h.idle(timeout=8)
+        assert h.stt.hints >= 1  # the recogniser was asked while the agent was ducked
+    assert [e.gain_db for e in h.of("Duck")] == [DUCK_GAIN_DB, 0.0]
+    assert not h.of("StopAudio")  # its audio never stopped
+    assert " ".join(tts.spoken[1:]) == STORY  # each clause synthesised once: nothing said again
+    assert abs(answer_audio_s(h, rid) - 4.0) < 1e-6  # the whole answer, once, on the playback clock
+    turns = [(t.role, t.content) for t in h.store.turns["s1"]][1:]  # after the greeting
+    assert turns == [("user", "tell me a story"), ("assistant", STORY)]  # "uh-huh" took no turn
+
+
+async def test_without_hypotheses_on_demand_the_final_transcript_restores_the_gain():
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    async with Harness(script=[STORY], texts=["tell me a story", "okay"], tts=tts) as h:
+        rid = await talking(h)
+        await over_the_agent(h, speech_frames=25)
+        await h.idle(timeout=8)
+    assert [e.gain_db for e in h.of("Duck")] == [DUCK_GAIN_DB, 0.0]
+    assert not h.of("StopAudio")
+    assert abs(answer_audio_s(h, rid) - 4.0) < 1e-6
+    assert [t.content for t in h.store.turns["s1"] if t.role == "user"] == ["tell me a story"]
+
+
+async def test_a_real_interruption_still_stops_the_agent_and_the_history_holds_what_was_heard():
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    texts = ["tell me a story", "wait stop I need something else"]
+    async with Harness(script=[STORY, "Of course."], texts=texts, tts=tts) as h:
+        h.stt.on_demand = True
+        h.stt.interim_after = 10**9  # no early interim: the words come from the duck's hypothesis
+        rid = await talking(h)
+        await over_the_agent(h, speech_frames=40)
+        await h.idle(timeout=8)
+    kinds = [e.kind for e in h.events if e.kind in ("Duck", "StopAudio")]
+    assert kinds[:2] == ["Duck", "StopAudio"]  # lowered at once, stopped on the first words
+    stop = h.of("StopAudio")[0]
+    assert stop.response_id == rid
+    after = h.events[h.events.index(stop) :]
+    assert not [e for e in after if e.kind == "Audio" and e.response_id == rid]  # nothing of it after
+    assert not [e for e in after if e.kind == "Duck" and e.gain_db < 0]
+    turns = [(t.role, t.content) for t in h.store.turns["s1"]][1:]
+    assert [role for role, _ in turns] == ["user", "assistant", "user", "assistant"]
+    heard = turns[1][1]
+    assert heard.startswith("word0 ") and heard.endswith(" …"), heard  # cut where the caller came in
+    assert len(heard.split()) - 1 < 40
+    assert turns[2][1] == "wait stop I need something else" and turns[3][1] == "Of course."
+
+
+async def test_a_sound_shorter_than_the_threshold_neither_ducks_nor_stops_the_agent():
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    async with Harness(script=[STORY], texts=["tell me a story", ""], tts=tts) as h:
+        h.stt.on_demand = True
+        rid = await talking(h)
+        await over_the_agent(h, speech_frames=7)  # 140 ms: a cough
+        await h.idle(timeout=8)
+    assert not h.of("Duck") and not h.of("StopAudio")
+    assert abs(answer_audio_s(h, rid) - 4.0) < 1e-6

@@ -1,0 +1,182 @@
+"""Speech over the agent, before its words are known: the agent is ducked, not stopped.
+
+Why: stopping the agent at ``min_interruption_ms`` of speech over it and waiting for the final
+transcript cost the caller 1-2 s of silence after an "mm hmm", then the interrupted clause said
+again from its start. Now, at that threshold, the agent's audio is *ducked*
+(:data:`DUCK_GAIN_DB`, a :class:`~voiceagent.conversation.events.Duck` event every transport
+applies to what it has not played) and keeps going on the playback clock, while the recogniser is
+asked what was said at once and then every :data:`ASK_EVERY_MS` of further speech, and once the
+caller falls quiet (:data:`QUIET_MS`):
+
+- a hypothesis with a word that is no backchannel (nor noise, a hallucination, a guess, voices in
+  the background), or more than :data:`BACKCHANNEL_MAX_MS` of speech over the agent, is a real
+  interruption: the answer is held as before (queued audio purged, ``StopAudio``), the words
+  heard counted up to the duck (a ducked agent under the caller's voice was not heard);
+- a backchannel or noise, once the caller is quiet, restores the gain (``Duck(0)``): no gap,
+  nothing said twice;
+- an utterance that ends first is judged on its final transcript as before
+  (:meth:`~voiceagent.conversation.listening.CascadeListening._heard`).
+
+A recogniser without hypotheses on demand (``hint_pause``) decides through its interims, its final
+transcript and the length rule. A ``StopAudio`` ends a duck on every wire; any other end of one
+(the verdict, a new response) sends ``Duck(0)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from voiceagent.conversation.events import Duck, EventChannel
+from voiceagent.conversation.turn_taking import is_backchannel, is_guess, is_hallucination
+
+if TYPE_CHECKING:
+    from voiceagent.conversation.echo import EchoReference
+    from voiceagent.conversation.turn_taking import TurnTaking
+
+__all__ = ["ASK_EVERY_MS", "BACKCHANNEL_MAX_MS", "DUCK_GAIN_DB", "QUIET_MS", "CascadeDucking"]
+
+DUCK_GAIN_DB = -20.0  # the agent under a caller whose words are not known yet: heard, not in the way
+BACKCHANNEL_MAX_MS = 1200  # speech over the agent this long (from its onset) is no "uh-huh"
+ASK_EVERY_MS = 200  # while ducked and the caller speaks: another hypothesis after this much speech
+QUIET_MS = 80  # the caller has stopped: a hypothesis of everything said, to restore on
+
+
+@dataclass
+class _Ducked:
+    utterance: Any  # the listening side's utterance that ducked the agent
+    since: float  # loop time the gain went down (the words heard end here on an interruption)
+    onset_ms: int  # the utterance's speech over the agent before this stretch began
+    next_ask_ms: int  # its speech over the agent at which to ask again
+    asking: int = 0  # hypotheses in flight
+
+
+class CascadeDucking:
+    """The duck and its verdict (state on the conversation; the listening side calls in)."""
+
+    session_id: str
+    config: Any
+    channel: EventChannel
+    active_rid: int | None
+    closed: bool
+    _echo: EchoReference
+    _turn: TurnTaking
+    _silence_ms: int
+    _utterance: Any
+    _held: Any
+
+    if TYPE_CHECKING:  # the conversation's own
+
+        def loop_time(self) -> float: ...
+
+        def _hold_answer(self) -> bool: ...
+
+        def _foreground(self, utterance: Any) -> bool: ...
+
+        def _agent_busy(self) -> bool: ...
+
+    _duck: _Ducked | None = None
+    _stretch_from_ms: int = 0  # speech over the agent before the current stretch (after a restore)
+    _stretch_of: Any = None  # the utterance that count belongs to
+
+    # --- called by the listening side -------------------------------------------------------------
+    def _speech_over_agent(self, utterance: Any) -> None:
+        """A speech frame of ``utterance`` over the (unheld) agent: duck, ask, or call it an
+        interruption."""
+        if self._stretch_of is not utterance:
+            self._stretch_of, self._stretch_from_ms = utterance, 0
+        stretch = utterance.over_agent_ms - self._stretch_from_ms
+        duck = self._duck
+        if duck is None:
+            if stretch >= self._turn.min_interruption_ms and self._foreground(utterance):
+                self._begin_duck(utterance, stretch)
+            return
+        if duck.utterance is not utterance:  # a duck left by an utterance that ended: judged there
+            return
+        if utterance.over_agent_ms - duck.onset_ms >= BACKCHANNEL_MAX_MS:
+            self._interruption(utterance)  # too long for a backchannel, whatever the words
+        elif not duck.asking and utterance.over_agent_ms >= duck.next_ask_ms:
+            self._ask(utterance)
+
+    def _quiet_over_agent(self, utterance: Any) -> None:
+        """A silent frame of ``utterance`` while the agent is ducked: once the caller has been
+        quiet for :data:`QUIET_MS`, what they said is asked for (to restore the agent on)."""
+        duck = self._duck
+        if duck is not None and duck.utterance is utterance and self._silence_ms == QUIET_MS:
+            self._ask(utterance)
+
+    def _over_agent_noise(self, utterance: Any, text: str, logprob: float | None) -> bool:
+        """Is ``text``, said over the agent, no turn of the caller's: a backchannel, a recogniser's
+        words for a noise, a guess, or voices behind the caller?"""
+        background = bool(utterance.over_agent_ms) and not self._foreground(utterance)
+        voiced_ms = utterance.voiced_frames * self.config.frame_ms
+        return background or is_backchannel(text) or is_hallucination(text, voiced_ms) or is_guess(logprob)
+
+    def _restore_duck(self, of: Any = None) -> None:
+        """The sound over the agent was nothing it must stop for: full gain again, from now (``of``:
+        only a duck that utterance began)."""
+        duck = self._duck
+        if duck is None or (of is not None and duck.utterance is not of):
+            return
+        self._duck = None
+        utterance = duck.utterance
+        if self._stretch_of is utterance:
+            self._stretch_from_ms = utterance.over_agent_ms  # a new stretch must reach the threshold
+        self._set_gain(0.0)
+
+    # --- called by the speaking side --------------------------------------------------------------
+    def _duck_over(self, stopping: bool) -> float | None:
+        """The duck ends with the answer held or abandoned (``stopping``: a ``StopAudio`` follows,
+        which ends it on the wire) or a new response beginning (``Duck(0)`` now). Returns when it
+        began (what the caller heard of the answer ends there), None when there was none."""
+        duck, self._duck = self._duck, None
+        if duck is None:
+            return None
+        if stopping:
+            self._echo.duck(self.loop_time(), 0.0)
+        else:
+            self._set_gain(0.0)
+        return duck.since
+
+    # --- inside -----------------------------------------------------------------------------------
+    def _begin_duck(self, utterance: Any, stretch: int) -> None:
+        onset = utterance.over_agent_ms - stretch
+        self._duck = _Ducked(utterance, self.loop_time(), onset, utterance.over_agent_ms + ASK_EVERY_MS)
+        self._set_gain(DUCK_GAIN_DB)
+        self._ask(utterance)
+
+    def _set_gain(self, gain_db: float) -> None:
+        self._echo.duck(self.loop_time(), gain_db)
+        rid = self.active_rid or 0
+        self.channel._append(Duck(self.session_id, gain_db=gain_db, response_id=rid))
+
+    def _ask(self, utterance: Any) -> None:
+        """A hypothesis of everything said so far, when the recogniser can give one on demand."""
+        duck = self._duck
+        hint = getattr(utterance.stream, "hint_pause", None)
+        if duck is None or hint is None:
+            return
+        spoken = utterance.speech_frames
+        if hint(lambda text, logprob=None: self._judge(utterance, spoken, text, logprob)):
+            duck.asking += 1
+            duck.next_ask_ms = utterance.over_agent_ms + ASK_EVERY_MS
+
+    def _judge(self, utterance: Any, spoken: int, text: str, logprob: float | None) -> None:
+        """A hypothesis asked when ``spoken`` speech frames had been heard: a word means an
+        interruption; noise restores the agent if the caller has said nothing since."""
+        duck = self._duck
+        if duck is None or duck.utterance is not utterance or self.closed:
+            return
+        duck.asking -= 1
+        text = text.strip()
+        if text and not self._over_agent_noise(utterance, text, logprob):
+            self._interruption(utterance)
+        elif utterance.speech_frames == spoken and (self._silence_ms or self._utterance is not utterance):
+            self._restore_duck()
+
+    def _interruption(self, utterance: Any) -> None:
+        """A real interruption: hold the answer (its audio stops) as the threshold once did. When
+        there is nothing to hold (its last words still playing out), it stays ducked until the
+        final transcript's turn stops it."""
+        if self._hold_answer():
+            utterance.held = True
