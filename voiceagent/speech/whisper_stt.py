@@ -188,6 +188,16 @@ class WhisperStream:
 
     async def finish(self) -> str:
         """Decode the utterance; return its text as Whisper writes it (cased, punctuated)."""
+        return await self._finish(at_pause=False)
+
+    async def finish_at_pause(self) -> str:
+        """The turn ended in the last pause asked about (:meth:`hint_pause`), with no speech since:
+        that pause's decode heard every word, so it is the final transcript - promoted to a final in
+        the recogniser's queue and awaited, never decoded a second time behind it. (Falls back to a
+        decode of the whole utterance when there is no such decode or it failed.)"""
+        return await self._finish(at_pause=True)
+
+    async def _finish(self, at_pause: bool) -> str:
         if self._closing:
             raise ProviderError("speech recognition stream already finished or cancelled")
         self._closing = True
@@ -200,7 +210,7 @@ class WhisperStream:
                 )
             if len(self._audio) < BYTES_PER_S // 10:
                 return ""  # under 100 ms: nothing a person said
-            decoded = await self._pause_answer()
+            decoded = await self._pause_answer(at_pause)
             if decoded is None:
                 decoded = await self._provider.decode(
                     bytes(self._audio), kind=Kind.FINAL, utterance=self._utterance
@@ -211,13 +221,14 @@ class WhisperStream:
         finally:
             await self._release()
 
-    async def _pause_answer(self) -> Decoded | None:
-        """The last pause's decode when it heard the whole utterance (no audio since): its answer
-        is the final transcript, so it is promoted to a final in the recogniser's queue and awaited
-        rather than decoded a second time behind it. None when there is no such decode or it
-        failed."""
+    async def _pause_answer(self, at_pause: bool) -> Decoded | None:
+        """The last pause's decode when it heard every word (``at_pause``: the engine says no
+        speech came since; else only when no audio came since), promoted to a final; None when
+        there is no such decode or it failed."""
         pause = self._pause
-        if pause is None or pause.decoding is None or pause.audio_bytes != len(self._audio):
+        if pause is None or pause.decoding is None:
+            return None
+        if not at_pause and pause.audio_bytes != len(self._audio):
             return None
         if pause.request is not None and not pause.decoding.done():
             self._provider.promote(pause.request)
