@@ -9,7 +9,7 @@ every interim asked a moment earlier, and a decode cannot be interrupted. Here:
   waits for it), which goes before an interim (text on a screen); within a kind, the oldest first;
 - a final for an utterance makes its queued interims and pause hypotheses stale: they are skipped
   (answered as such, never decoded). So does a newer interim or pause for the older interims of the
-  same utterance;
+  same utterance, and a newer pause for an older one (the caller spoke again in between);
 - a queued pause hypothesis can be promoted to a final (the turn ended in that pause, with no new
   audio: its answer is the final transcript, no second decode);
 - :meth:`DecodeQueue.take` hands a worker a batch: the first request and up to ``max_batch - 1``
@@ -133,9 +133,10 @@ class DecodeQueue:
 def _supersedes(new: Request, old: Request) -> bool:
     """``old`` need not be decoded once ``new`` is queued: the same utterance, and ``new`` hears
     at least as much audio and is wanted at least as much (a final over interims and pauses, a
-    pause or interim over older interims)."""
+    pause over older pauses - the caller spoke again since, so the engine ignores that answer -
+    and interims, an interim over older interims)."""
     if new.utterance != old.utterance or new.utterance == 0:
         return False
     if new.kind is Kind.FINAL:
         return old.kind is not Kind.FINAL
-    return old.kind is Kind.INTERIM
+    return old.kind is Kind.INTERIM or (new.kind is Kind.PAUSE and old.kind is Kind.PAUSE)

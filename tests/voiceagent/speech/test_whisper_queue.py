@@ -38,15 +38,17 @@ def test_a_final_skips_its_utterances_queued_interims_and_pauses_never_other_cal
     assert _order(queue) == [4, 2]
 
 
-def test_a_newer_interim_or_pause_replaces_the_queued_interims_of_its_utterance():
+def test_a_newer_interim_or_pause_replaces_the_queued_interims_and_older_pauses_of_its_utterance():
     queue, skipped = _queue()
     queue.put(Request(1, Kind.INTERIM, 7))
     queue.put(Request(2, Kind.INTERIM, 7))
     queue.put(Request(3, Kind.PAUSE, 7))
-    assert skipped == [1, 2] and _order(queue) == [3]
+    assert skipped == [1, 2]
+    queue.put(Request(8, Kind.PAUSE, 7))  # the caller spoke again and paused again
+    assert skipped == [1, 2, 3] and _order(queue) == [8]
     queue.put(Request(4, Kind.INTERIM, 0))  # utterance 0 (none named): never stale
     queue.put(Request(5, Kind.INTERIM, 0))
-    assert skipped == [1, 2] and _order(queue) == [4, 5]
+    assert skipped == [1, 2, 3] and _order(queue) == [4, 5]
 
 
 def test_a_queued_pause_promoted_to_final_goes_first_and_its_interims_go_stale():
