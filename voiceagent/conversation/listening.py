@@ -80,6 +80,7 @@ class _Utterance:
     logprob: float | None = None  # the recogniser's confidence in it, when it says (pauses)
     answered_pause: int = -1  # the pause whose hypothesis ``text`` is (it covers all the speech)
     final_text: str | None = None  # that hypothesis, when the turn ended in that pause
+    ended_in_pause: bool = False  # the turn ended while that pause's hypothesis was on its way
     watched: bool = False  # its stream was told the caller speaks over the agent
 
 
@@ -251,6 +252,7 @@ class CascadeListening:
     def _end_utterance(self, utterance: _Utterance) -> None:
         if utterance.answered_pause == utterance.pauses and not utterance.hint_pending:
             utterance.final_text = utterance.text  # decoded in this very pause: the final transcript
+        utterance.ended_in_pause = utterance.hint_pending  # no speech since it was asked: it hears all
         self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
         heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
         self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
@@ -314,6 +316,9 @@ class CascadeListening:
             if utterance.final_text is not None:  # the pause's hypothesis heard it all: no second decode
                 text = utterance.final_text.strip()
                 await stream.cancel()
+            elif utterance.ended_in_pause and hasattr(stream, "finish_at_pause"):
+                text = (await stream.finish_at_pause()).strip()  # that pause's decode, as the final
+                utterance.logprob = getattr(stream, "logprob", None)
             else:
                 text = (await stream.finish()).strip()
                 utterance.logprob = getattr(stream, "logprob", None)

