@@ -40,7 +40,12 @@ this machine is on the day; the same code's latency follows it).
 Prints one JSON line per mode, with the command that reproduces it.
 
     .venv/bin/python bench/bench_capacity.py --mode embedded [--steps 1,4,8,12,16,24,32,40] [--turns 4]
-    .venv/bin/python bench/bench_capacity.py --mode cloud [--conversations 200] [--turns 4]
+    .venv/bin/python bench/bench_capacity.py --mode cloud [--conversations 200] [--turns 4] [--vad silero]
+
+``--vad`` picks the server's VAD (``VAD_PROVIDER``; webrtc unless the environment says otherwise).
+In cloud mode the callers say a voiced two-tone sound (webrtcvad takes it for speech) unless
+``--speech espeak`` (the default with Silero, which rightly hears no speech in it): espeak-ng
+sentences, as in the embedded mode.
 """
 
 from __future__ import annotations
@@ -75,6 +80,14 @@ FINAL_P95_MS, AUDIO_P95_MS = 1000, 1500  # embedded: "holds in real time"
 ADDED_P50_MS, ADDED_P99_MS = 5, 20  # cloud: server-added latency targets
 SENTENCES = ("hello there", "how are you today", "what can you do", "tell me a joke", "what time is it")
 VOICES = (("en-us", 175), ("en-us+f3", 160), ("en-gb", 190), ("en-us+m5", 150))
+
+
+def espeak_utterances(tmp: Path) -> list[tuple[str, bytes]]:
+    """The callers' lines: the sentences said by espeak-ng in several voices and rates."""
+    return [
+        (text, espeak_speech(text, *VOICES[(i // len(SENTENCES) + i) % len(VOICES)], tmp))
+        for i, text in enumerate(SENTENCES * 2)
+    ]
 
 
 def espeak_speech(text: str, voice: str, wpm: int, tmp: Path) -> bytes:
@@ -180,10 +193,7 @@ def embedded(args) -> dict:
     steps: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        utterances = [
-            (text, espeak_speech(text, *VOICES[(i // len(SENTENCES) + i) % len(VOICES)], tmp))
-            for i, text in enumerate(SENTENCES * 2)
-        ]
+        utterances = espeak_utterances(tmp)
         silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
         # Every turn ends after the same silence: the turn-taking rules wait up to
         # ENDPOINTING_MAX_MS (1600) when Whisper is unsure of a short phrase ("hello there" ->
@@ -286,10 +296,13 @@ def cloud(args) -> dict:
         peer.kill()
         raise RuntimeError(f"chat peer did not start: {line!r}")
     peer_url = f"http://127.0.0.1:{line.split()[1]}"
-    voiced = [("", voice_frame(RATE, FRAME_MS) * k) for k in (25, 32, 40, 47)]
     try:
         with tempfile.TemporaryDirectory() as tmp_name:
             tmp = Path(tmp_name)
+            if args.speech == "espeak":  # Silero hears no speech in the two-tone frames
+                voiced = [("", pcm) for _, pcm in espeak_utterances(tmp)]
+            else:
+                voiced = [("", voice_frame(RATE, FRAME_MS) * k) for k in (25, 32, 40, 47)]
             delays_file = tmp / "delays.json"
             extra = {
                 "LLM_PROVIDER": "openai",
@@ -442,7 +455,20 @@ def main() -> None:
     parser.add_argument("--py-spy", metavar="OUT", help="cloud: profile the server with py-spy (on PATH)")
     parser.add_argument("--turns-file", help="write every turn's record (JSON) here, to look into a run")
     parser.add_argument("--server-log", help="the server logs at INFO; its log is copied here at the end")
+    parser.add_argument(
+        "--vad", choices=("webrtc", "silero"), help="the server's VAD_PROVIDER (default: the environment's)"
+    )
+    parser.add_argument(
+        "--speech",
+        choices=("tone", "espeak"),
+        help="cloud: what callers say: a voiced two-tone sound (webrtcvad's speech) or espeak-ng "
+        "sentences (default: espeak with Silero, which hears no speech in the tone; tone otherwise)",
+    )
     args = parser.parse_args()
+    if args.vad:
+        os.environ["VAD_PROVIDER"] = args.vad  # the server's environment is built from ours
+    vad = os.environ.get("VAD_PROVIDER", "webrtc")
+    args.speech = args.speech or ("espeak" if vad == "silero" else "tone")
     args.steps = [int(s) for s in args.steps.split(",")]
     args.turns = args.turns or (4 if args.mode == "embedded" else 8)
     most = max(args.steps) if args.mode == "embedded" else args.conversations
@@ -451,6 +477,9 @@ def main() -> None:
     load, speed = os.getloadavg()[0], proc_cpu.python_speed()
     figures = embedded(args) if args.mode == "embedded" else cloud(args)
     figures.update(command=command, load_average_before=round(load, 2), machine_python_loop_ms=speed)
+    figures["vad"] = vad
+    if args.mode == "cloud":
+        figures["caller_speech"] = args.speech
     print(json.dumps(figures))
 
 

@@ -9,11 +9,15 @@ audio (16 kHz, 20 ms frames, with -60 dBFS line noise under everything):
 - ``call``: the same sentences with a second of silence between them (about half the time talking).
 
 For each: CPU microseconds per frame (the best of ``--runs``), and CPU seconds per 1000
-session-seconds (= cores busy for 1000 concurrent callers). Silero also runs without its energy
-gate (``silero_ungated``), and the gate's effect is measured: the share of model windows it skips
-on the call audio and the share of frames whose decision it changes.
+session-seconds (= cores busy for 1000 concurrent callers). ``silero_batched`` is what the server
+runs (``speech/silero_batch.py``): ``--streams`` callers, each starting at another point of the
+audio, whose frames go through the batcher one 20 ms tick at a time (every stream's next frame, one
+model call for the windows due), measured on the calling thread (no worker thread, no loop).
+Silero also runs without its energy gate (``silero_ungated``), and the gate's effect is measured:
+the share of model windows it skips on the call audio and the share of frames whose decision it
+changes.
 
-Prints one JSON line. Usage: python bench/bench_vad.py [--runs N]
+Prints one JSON line. Usage: python bench/bench_vad.py [--runs N] [--streams N]
 """
 
 import os
@@ -36,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from voiceagent.conversation.specs import VoiceSpec  # noqa: E402
 from voiceagent.speech.offline_tts import EspeakTTS  # noqa: E402
+from voiceagent.speech.silero_batch import BatchedSileroVAD, SileroBatcher  # noqa: E402
 from voiceagent.speech.silero_vad import SileroVAD, shared_session  # noqa: E402
 from voiceagent.speech.vad import VoiceActivityDetector  # noqa: E402
 
@@ -96,6 +101,24 @@ def cpu_us_per_frame(make, frames: list[bytes]) -> float:
     return (time.process_time() - began) / len(frames) * 1e6
 
 
+class _NoLoop:
+    def call_soon_threadsafe(self, *args: object) -> None:
+        pass
+
+
+def batched_us_per_frame(frames: list[bytes], streams: int) -> float:
+    """CPU time per frame of ``streams`` fresh callers judged by one batcher, a tick at a time."""
+    batcher = SileroBatcher(shared_session())
+    vads = [BatchedSileroVAD(RATE, 20, batcher=batcher) for _ in range(streams)]
+    for vad in vads:
+        vad.loop = _NoLoop()
+    step = max(1, len(frames) // streams)
+    began = time.process_time()
+    for i in range(len(frames)):
+        batcher._batch([(vad, frames[(i + k * step) % len(frames)]) for k, vad in enumerate(vads)])
+    return (time.process_time() - began) / (len(frames) * streams) * 1e6
+
+
 def gate_effect(frames: list[bytes]) -> dict[str, float]:
     gated, ungated = SileroVAD(RATE, 20), SileroVAD(RATE, 20, min_rms=-math.inf)
     a = np.array([gated.is_speech(f) for f in frames])
@@ -120,6 +143,7 @@ def _loud(frame: bytes) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--streams", type=int, default=50, help="silero_batched: callers at once")
     args = parser.parse_args()
     shared_session()  # the model load is startup cost, not per frame
     audio = corpus()
@@ -129,6 +153,9 @@ def main() -> None:
             for kind, frames in audio.items():
                 us = cpu_us_per_frame(make, frames)
                 best[name, kind] = min(us, best.get((name, kind), math.inf))
+            for kind in ("talking", "call"):  # "listening" never reaches the model
+                us = batched_us_per_frame(audio[kind], args.streams)
+                best["silero_batched", kind] = min(us, best.get(("silero_batched", kind), math.inf))
     figures: dict[str, dict[str, float]] = {}
     for (name, kind), us in best.items():
         figures.setdefault(name, {})[f"{kind}_us_per_frame"] = round(us, 2)
@@ -141,6 +168,7 @@ def main() -> None:
                 "frame_ms": 20,
                 "sample_rate": RATE,
                 "runs": args.runs,
+                "batched_streams": args.streams,
                 "seconds": {kind: round(len(f) / FRAMES_PER_S, 1) for kind, f in audio.items()},
                 **figures,
                 "silero_gate_on_call": gate_effect(audio["call"]),

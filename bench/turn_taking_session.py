@@ -329,7 +329,9 @@ async def run_case(
             now = loop.time()
             if conv.turn_ended_at != last_decision and conv.turn_ended_at is not None:
                 last_decision = conv.turn_ended_at
-                rec.decisions.append(next_at)  # decided on this frame: its end, in caller time
+                # when it was decided, in caller time: on this frame (its end) with an inline VAD,
+                # a few ms after the previous one's with a VAD judging on its own thread
+                rec.decisions.append(rec.caller_time(conv.turn_ended_at))
             if rec.answer_start is None and rec.audio:
                 rec.answer_start = rec.audio[0].start
                 if case.stimulus is not None:

@@ -50,11 +50,12 @@ class Runtime:
 
     @staticmethod
     def _default_vad():
-        """The VAD for one new conversation, as VAD_PROVIDER says (Silero: one model per process)."""
+        """The VAD for one new conversation, as VAD_PROVIDER says (Silero: one model per process,
+        run on one inference thread that batches every conversation's frames)."""
         if settings.CONFIG.VAD_PROVIDER == "silero":
-            from voiceagent.speech.silero_vad import SileroVAD
+            from voiceagent.speech.silero_batch import BatchedSileroVAD
 
-            return SileroVAD(16000, 20, threshold=appconfig.get("SILERO_THRESHOLD"))
+            return BatchedSileroVAD(16000, 20, threshold=appconfig.get("SILERO_THRESHOLD"))
         from voiceagent.speech.vad import VoiceActivityDetector
 
         return VoiceActivityDetector(16000, 20, aggressiveness=settings.CONFIG.VAD_AGGRESSIVENESS)

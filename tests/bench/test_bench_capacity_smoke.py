@@ -35,11 +35,14 @@ def test_embedded_mode_measures_every_turn(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_cloud_mode_measures_every_turn_stage_by_stage():
+@pytest.mark.parametrize("vad", ["webrtc", "silero"])
+def test_cloud_mode_measures_every_turn_stage_by_stage(vad):
     """The cloud mode's callers (the same sans-I/O callers), the delayed providers, the openai client
-    to the peer: every turn matched with its providers' delays and split into stages."""
-    args = ("--mode", "cloud", "--conversations", "4", "--turns", "2", "--ramp-s", "1")
+    to the peer: every turn matched with its providers' delays and split into stages; with either
+    VAD (``--vad silero``: the batched Silero thread hears the callers' voice frames)."""
+    args = ("--mode", "cloud", "--conversations", "4", "--turns", "2", "--ramp-s", "1", "--vad", vad)
     figures = run_bench("bench_capacity.py", *args, timeout=290)
+    assert figures["vad"] == vad and figures["caller_speech"] == {"webrtc": "tone", "silero": "espeak"}[vad]
     assert figures["turns"] == figures["expected_turns"] == 8
     assert figures["turns_without_measure"] == 0 and not figures["refusals"], figures
     assert not figures["errors"], figures["errors"]

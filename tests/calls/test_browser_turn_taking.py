@@ -67,7 +67,7 @@ def runtime(request, fake_runtime, providers, settings):
     fake_runtime.vad_factory = Runtime._default_vad
     assert (
         type(fake_runtime.vad_factory()).__name__
-        == {"webrtc": "VoiceActivityDetector", "silero": "SileroVAD"}[request.param]
+        == {"webrtc": "VoiceActivityDetector", "silero": "BatchedSileroVAD"}[request.param]
     )
     return fake_runtime
 

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -60,6 +61,14 @@ class ListeningConfig(CoreConfig):
 
 class VADLike(Protocol):
     def is_speech(self, frame: bytes) -> bool: ...
+
+
+class AsyncVAD(VADLike, Protocol):
+    """A VAD that judges off the loop's thread (Silero, batched: :mod:`voiceagent.speech.silero_batch`):
+    ``submit`` hands it a frame and ``on_verdict(frame, speech)`` follows on the loop, in submission
+    order, a few ms later. The listening side uses ``submit`` when the VAD has it."""
+
+    def submit(self, frame: bytes, on_verdict: Callable[[bytes, bool], None]) -> None: ...
 
 
 @dataclass
@@ -145,6 +154,7 @@ class CascadeListening:
         self._caller_db: float | None = None  # the caller's speaking level, learnt from their turns
         self._turn = TurnTaking()  # refreshed when listening begins and at each utterance
         self._endpoint_ms = self._turn.endpointing_min_ms
+        self._vad_submit = getattr(self.vad, "submit", None)  # an AsyncVAD: verdicts come back later
 
     def _begin_listening(self) -> None:
         """The session is open: process the audio pushed before, then each push at once."""
@@ -195,7 +205,16 @@ class CascadeListening:
     def _on_frame(self, frame: bytes) -> None:
         if self.paused:
             return
-        speech = voiced = self.vad.is_speech(frame)
+        if self._vad_submit is not None:
+            self._vad_submit(frame, self._on_verdict)  # judged off the loop: _on_verdict follows
+            return
+        self._on_verdict(frame, self.vad.is_speech(frame))
+
+    def _on_verdict(self, frame: bytes, voiced: bool) -> None:
+        """One frame with the VAD's verdict, in order: echo gate, utterance start and end, barge-in."""
+        if self.paused or self.closed:  # an AsyncVAD's verdict can land after a pause or the close
+            return
+        speech = voiced
         level = 0.0
         utterance = self._utterance
         gated = self._turn.echo_gate_db > 0.0

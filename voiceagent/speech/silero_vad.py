@@ -213,6 +213,17 @@ class SileroVAD:
                 f"VAD frame must be {self._frame_bytes} bytes ({self.frame_ms} ms at {self.sample_rate} Hz "
                 f"PCM16 mono), got {len(frame)}"
             )
+        loud, row = self._take(frame)
+        if row is not None:
+            out, state = self.session.run(_OUTPUTS, {"input": row, "state": self._state, "sr": self._sr})
+            self._settle(float(out[0, 0]), state)
+        return loud and self.speaking
+
+    def _take(self, frame: bytes) -> tuple[bool, np.ndarray | None]:
+        """Buffer ``frame`` (already checked); return whether it is loud and, when it completes a
+        window loud enough for the model, the model's input row ``(1, context + window)``: the
+        caller runs the model on it (alone or batched with other streams) and hands the result to
+        :meth:`_settle` before the next frame. A window below the gate is settled here."""
         samples = np.frombuffer(frame, dtype="<i2")
         n = samples.size
         buffer, fill = self._buffer, self._fill
@@ -220,31 +231,39 @@ class SileroVAD:
         loud = float(np.dot(buffer[fill : fill + n], buffer[fill : fill + n])) >= self._gate_ms * n
         fill += n
         window = self._window
+        row = None
         if fill >= window:  # at most once: a frame (<= 480 samples) is shorter than a window
-            self._run(buffer[:window])
+            row = self._window_row(buffer[:window])
             fill -= window
             buffer[:fill] = buffer[window : window + fill]
         self._fill = fill
-        return loud and self.speaking
+        return loud, row
 
-    def _run(self, window: np.ndarray) -> None:
+    def _window_row(self, window: np.ndarray) -> np.ndarray | None:
         row = self._input
         context = row.shape[1] - self._window
         if float(np.dot(window, window)) < self._gate_ms * window.size:
             self.windows_skipped += 1
             self.probability = 0.0
             self.speaking = False
-        else:
-            row[0, context:] = window
-            out, state = self.session.run(_OUTPUTS, {"input": row, "state": self._state, "sr": self._sr})
-            self._state = state
-            self.windows_run += 1
-            p = self.probability = float(out[0, 0])
-            if p >= self.threshold:
-                self.speaking = True
-            elif p < self.threshold - HYSTERESIS:
-                self.speaking = False
-        row[0, :context] = window[-context:]
+            row[0, :context] = window[-context:]
+            return None
+        row[0, context:] = window
+        return row
+
+    def _settle(self, probability: float, state: np.ndarray) -> None:
+        """The model's answer for the row :meth:`_take` returned: next state, hysteresis, and that
+        window's tail becomes the next one's context."""
+        self._state = state
+        self.windows_run += 1
+        p = self.probability = probability
+        if p >= self.threshold:
+            self.speaking = True
+        elif p < self.threshold - HYSTERESIS:
+            self.speaking = False
+        row = self._input
+        context = row.shape[1] - self._window
+        row[0, :context] = row[0, -context:]
 
     def reset(self) -> None:
         """Forget the stream (state, context, buffered samples), as for a new caller."""
