@@ -224,7 +224,14 @@ def script_for(case: Case) -> list:
 
 
 async def run_case(
-    case: Case, *, stt: Any, tts: Any, vad: TimedVAD, registry: ToolRegistry, config: EngineConfig
+    case: Case,
+    *,
+    stt: Any,
+    tts: Any,
+    vad: TimedVAD,
+    registry: ToolRegistry,
+    config: EngineConfig,
+    turn_model: Any = None,
 ) -> Record:
     """Play ``case`` against a new conversation in real time; return what happened."""
     loop = asyncio.get_running_loop()
@@ -243,6 +250,7 @@ async def run_case(
         vad=vad,
         registry=registry,
         config=config,
+        turn_model=turn_model,
     )
     rec = Record()
     keep_pcm = case.echo is not None

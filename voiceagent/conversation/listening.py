@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from voiceagent.conversation.core import CoreConfig
 from voiceagent.conversation.echo import EchoReference
+from voiceagent.conversation.end_of_turn import PauseModel, TurnModelListening
 from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
@@ -38,7 +39,6 @@ from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.turn_taking import (
     BACKGROUND_MARGIN_DB,
     TurnTaking,
-    endpoint_ms,
     is_backchannel,
     is_guess,
     is_hallucination,
@@ -82,9 +82,10 @@ class _Utterance:
     answered_pause: int = -1  # the pause whose hypothesis ``text`` is (it covers all the speech)
     final_text: str | None = None  # that hypothesis, when the turn ended in that pause
     watched: bool = False  # its stream was told the caller speaks over the agent
+    pause: PauseModel = field(default_factory=PauseModel)  # the turn model's audio and answer
 
 
-class CascadeListening:
+class CascadeListening(TurnModelListening):
     """Caller audio to final transcripts (its state lives on the conversation)."""
 
     session_id: str
@@ -208,6 +209,7 @@ class CascadeListening:
             utterance = self._utterance = _Utterance()
             for old in self._preroll:
                 utterance.frames.put_nowait(old)
+                utterance.pause.heard.append(old)
             self._preroll.clear()
             utterance.task = asyncio.get_running_loop().create_task(self._run_utterance(utterance))
             self._silence_ms = 0
@@ -215,14 +217,18 @@ class CascadeListening:
         if utterance.frames_in < self.config.max_utterance_frames:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1
+            utterance.pause.heard.append(frame)
         utterance.voiced_frames += voiced
         if not utterance.watched and self._held is None and self._agent_busy():
             self._watch_for_barge_in(utterance)
         if speech:
+            if self._silence_ms:  # talking again: the model's answer for that pause is stale
+                utterance.pause.gap += 1
+                utterance.pause.probability = None
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
                 utterance.pauses += 1
-                self._endpoint_ms = endpoint_ms(utterance.text, self._turn, utterance.logprob)
+                self._endpoint_ms = self._endpoint_for(utterance)
             self._silence_ms = 0
             utterance.speech_frames += 1
             power = 10.0 ** (level / 10.0)
@@ -236,6 +242,7 @@ class CascadeListening:
             self._silence_ms += self.config.frame_ms
             if self._silence_ms == self.config.pause_hint_ms:
                 self._ask_hypothesis(utterance)
+                self._ask_turn_model(utterance)
         if self._silence_ms >= self._endpoint_ms or utterance.frames_in >= self.config.max_utterance_frames:
             self._end_utterance(utterance)
 
@@ -279,7 +286,7 @@ class CascadeListening:
         utterance.hint_pending = False
         utterance.text, utterance.logprob = text, logprob
         utterance.answered_pause = pause
-        self._endpoint_ms = endpoint_ms(utterance.text, self._turn, logprob)
+        self._endpoint_ms = self._endpoint_for(utterance)
         if self._silence_ms and self._silence_ms >= self._endpoint_ms:
             self._end_utterance(utterance)  # the pause was already long enough for these words
 
@@ -374,7 +381,7 @@ class CascadeListening:
             if utterance.answered_pause != utterance.pauses:  # older than this pause's own answer
                 utterance.text, utterance.logprob = text, None
             if not utterance.hint_pending:  # a pause's own answer is on its way: it decides
-                self._endpoint_ms = endpoint_ms(utterance.text, self._turn, utterance.logprob)
+                self._endpoint_ms = self._endpoint_for(utterance)
             if (
                 utterance.over_agent_ms
                 and self._held is None
