@@ -347,6 +347,7 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
     frames_pushed = sum(len(rec.pushes) for _, rec in results)
     late = sum(1 for lag in lags if lag > 20.0)
     decodes = [s * 1000 for _, rec in results for s in rec.stt_finish_s]
+    hints = [s * 1000 for _, rec in results for s in rec.hint_s]
     result = {
         "bench": "turn_taking",
         "vad": kind,
@@ -364,6 +365,7 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
         "session_s": round(session_s, 1),
         "wall_s": round(wall, 1),
         "stt_final_decode_ms": {"p50": pct(decodes, 50), "p99": pct(decodes, 99), "n": len(decodes)},
+        "stt_pause_hypothesis_ms": {"p50": pct(hints, 50), "p99": pct(hints, 99), "n": len(hints)},
         # frames pushed over 20 ms late: the loop (the machine) could not keep real time
         "frames": frames_pushed,
         "frames_late_over_20ms": late,
@@ -388,6 +390,7 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
             "tts": provider_label(tts),
             "turn_model": provider_label(turn_model) if turn_model is not None else "none",
             "pause_hint_ms": engine_config.pause_hint_ms,
+            "turn_model_ms": engine_config.turn_model_ms,
             "concurrency": args.concurrency,
             "frame_ms": 20,
             "missed_after_s": MISSED_AFTER_S,

@@ -105,7 +105,20 @@ class _CountedStream:
             self.done = True
             self.owner.open_streams -= 1
 
-    def __getattr__(self, name: str) -> Any:  # the stream's optional abilities (hint_pause)
+    def hint_pause(self, on_text: Any) -> bool:
+        """The recogniser's pause hypothesis, its latency counted (ask -> answer)."""
+        hint = getattr(self.stream, "hint_pause", None)
+        if hint is None:
+            return False
+        began = time.perf_counter()
+
+        def answered(*args: Any) -> None:
+            self.owner.hint_s.append(time.perf_counter() - began)
+            on_text(*args)
+
+        return hint(answered)
+
+    def __getattr__(self, name: str) -> Any:  # the stream's other optional abilities
         return getattr(self.stream, name)
 
 
@@ -117,6 +130,7 @@ class CountingSTT:
         self.stt = stt
         self.open_streams = 0
         self.finish_s: list[float] = []
+        self.hint_s: list[float] = []  # pause hypotheses: ask -> answer
 
     async def open(self, language: str, on_interim: Any) -> _CountedStream:
         stream = await self.stt.open(language, on_interim)
@@ -177,6 +191,7 @@ class Record:
     pushes: list[tuple[float, float]] = field(default_factory=list)  # (loop time pushed, frame's end)
     chat_calls: list[tuple[float, str]] = field(default_factory=list)
     stt_finish_s: list[float] = field(default_factory=list)
+    hint_s: list[float] = field(default_factory=list)  # the recogniser's pause hypotheses: ask -> answer
 
     def caller_time(self, t: float) -> float:
         """Loop time ``t`` on the caller's clock (the frames' schedule): when the loop runs late,
@@ -351,6 +366,7 @@ async def run_case(
         rec.end = loop.time()
         rec.chat_calls = list(chat.calls)
         rec.stt_finish_s = list(counting.finish_s)
+        rec.hint_s = list(counting.hint_s)
         await conv.close()
         await reader
     return rec

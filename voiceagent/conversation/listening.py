@@ -56,7 +56,8 @@ class ListeningConfig(CoreConfig):
     input_queue_frames: int = 500  # audio kept from before start() (10 s of 20 ms frames); oldest dropped
     preroll_frames: int = 15  # audio kept from before speech started (300 ms)
     max_utterance_frames: int = 3000  # 60 s
-    pause_hint_ms: int = 240  # silence after which the recogniser is asked what was said so far
+    pause_hint_ms: int = 100  # silence after which the recogniser is asked what was said so far
+    turn_model_ms: int = 160  # silence after which the end-of-turn model hears the utterance
 
 
 class VADLike(Protocol):
@@ -242,6 +243,7 @@ class CascadeListening(TurnModelListening):
             self._silence_ms += self.config.frame_ms
             if self._silence_ms == self.config.pause_hint_ms:
                 self._ask_hypothesis(utterance)
+            if self._silence_ms == self.config.turn_model_ms:
                 self._ask_turn_model(utterance)
         if self._silence_ms >= self._endpoint_ms or utterance.frames_in >= self.config.max_utterance_frames:
             self._end_utterance(utterance)

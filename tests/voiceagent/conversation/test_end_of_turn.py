@@ -12,14 +12,14 @@ import asyncio
 import pytest
 from enginekit import AGENTS, SCENARIO, SILENCE, TONE, make_registry
 
-from voiceagent.conversation.end_of_turn import COMPLETE, INCOMPLETE, fused_endpoint_ms
+from voiceagent.conversation.end_of_turn import fused_endpoint_ms
 from voiceagent.conversation.engine import Conversation, EngineConfig
 from voiceagent.conversation.session import InMemorySessionStore
 from voiceagent.conversation.testing import EnergyVAD, InstantTTS, ScriptedChat, ScriptedSTT, StaticDirectory
 from voiceagent.conversation.turn_taking import TurnTaking
 
 SETTINGS = TurnTaking(endpointing_min_ms=500, endpointing_max_ms=1600)
-HINT_MS = 240  # the pause at which the model is asked (ListeningConfig.pause_hint_ms)
+MODEL_MS = 160  # the pause at which the model is asked (ListeningConfig.turn_model_ms)
 
 
 class ScriptedTurnModel:
@@ -45,21 +45,17 @@ class ScriptedTurnModel:
 @pytest.mark.parametrize(
     ("text", "logprob", "probability", "expected"),
     [
-        ("Can you freeze my card please?", -0.1, 0.95, HINT_MS),  # sure and complete: ends at the pause
+        ("Can you freeze my card please?", -0.1, 0.95, MODEL_MS),  # sure and complete: ends at the pause
         ("Can you freeze my card please?", -0.1, None, 500),  # no model answer: the rule as before
         ("Can you freeze my card please?", -0.1, 0.5, 500),  # the model unsure: the rule
-        ("Can you freeze my card please?", -0.1, 0.05, 1050),  # the model hears more coming: longer
+        ("Can you freeze my card please?", -0.1, 0.05, 500),  # the model hears more coming
         ("My card number is", -0.1, 0.99, 1600),  # unfinished words: the maximum whatever it says
         ("My code is 4", -0.1, 0.99, 1600),  # a number being read
         ("Can you freeze my card please?", -0.55, 0.99, 1050),  # words the recogniser is unsure of
     ],
 )
 def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
-    assert fused_endpoint_ms(text, SETTINGS, logprob, probability, HINT_MS) == expected
-
-
-def test_thresholds_are_ordered():
-    assert 0.0 < INCOMPLETE < 0.5 < COMPLETE < 1.0
+    assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS) == expected
 
 
 # --- through the engine ------------------------------------------------------------------------------
@@ -100,9 +96,9 @@ async def _silence_at_end(text: str, model: ScriptedTurnModel | None, speech_fra
 
 async def test_a_turn_the_model_hears_complete_ends_at_the_first_pause():
     model = ScriptedTurnModel(0.97)
-    assert await _silence_at_end("can you freeze my card please", model) == HINT_MS
+    assert await _silence_at_end("can you freeze my card please", model) == MODEL_MS
     # it heard the whole utterance so far: the speech and the silence up to the pause
-    assert model.heard and model.heard[0] >= (40 + HINT_MS // 20) * len(SILENCE)
+    assert model.heard and model.heard[0] >= (40 + MODEL_MS // 20) * len(SILENCE)
 
 
 async def test_without_the_model_the_turn_ends_after_the_minimum_silence():
@@ -114,8 +110,8 @@ async def test_unfinished_words_wait_the_maximum_whatever_the_model_says():
     assert await _silence_at_end("my card number is", ScriptedTurnModel(0.99)) == 1600
 
 
-async def test_the_model_hearing_more_to_come_makes_the_turn_wait_longer():
-    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.02)) == 1060
+async def test_the_model_hearing_more_to_come_leaves_the_lexical_rule():
+    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.02)) == 500
 
 
 async def test_a_failed_or_refused_model_leaves_the_lexical_rule():
