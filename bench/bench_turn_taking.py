@@ -131,6 +131,7 @@ def judge(case: Case, rec: Record) -> dict:
         "chat": [(ms(t), text) for t, text in rec.chat_calls],
         "finals": [(ms(t), text) for t, text in rec.finals],
         "duration": ms(rec.end),
+        "turn_model": [(ms(t), None if p is None else round(p, 3)) for t, p in rec.turn_model_answers],
     }
     if rec.invalid:
         return out

@@ -141,6 +141,24 @@ class CountingSTT:
         return getattr(self.stt, name)
 
 
+class RecordingTurnModel:
+    """One conversation's view of the shared turn model: the probabilities it answered, with the
+    loop time of each answer (the details file shows them next to the decisions)."""
+
+    def __init__(self, model: Any, answers: list[tuple[float, float | None]]):
+        self.model, self.answers = model, answers
+        self.name = model.name
+
+    def predict(self, pcm16: bytes, on_result: Any, wanted: Any = None) -> bool:
+        loop = asyncio.get_running_loop()
+
+        def answered(probability: float | None) -> None:
+            self.answers.append((loop.time(), probability))
+            on_result(probability)
+
+        return self.model.predict(pcm16, answered, wanted)
+
+
 class TimedVAD:
     """The VAD under test, its time per frame counted (everything else passes through)."""
 
@@ -191,6 +209,7 @@ class Record:
     pushes: list[tuple[float, float]] = field(default_factory=list)  # (loop time pushed, frame's end)
     chat_calls: list[tuple[float, str]] = field(default_factory=list)
     stt_finish_s: list[float] = field(default_factory=list)
+    turn_model_answers: list[tuple[float, float | None]] = field(default_factory=list)  # (loop time, p)
     hint_s: list[float] = field(default_factory=list)  # the recogniser's pause hypotheses: ask -> answer
 
     def caller_time(self, t: float) -> float:
@@ -254,6 +273,7 @@ async def run_case(
     scenario = ScenarioSpec(name="bench", start_agent="agent", agents=("agent",))
     chat = RecordingChat(script_for(case), SHORT_REPLY)
     counting = CountingSTT(stt)
+    answers: list[tuple[float, float | None]] = []
     conv = Conversation(
         f"tt-{case.id}-{case.sample_rate}",
         scenario="bench",
@@ -265,9 +285,10 @@ async def run_case(
         vad=vad,
         registry=registry,
         config=config,
-        turn_model=turn_model,
+        turn_model=None if turn_model is None else RecordingTurnModel(turn_model, answers),
     )
     rec = Record()
+    rec.turn_model_answers = answers
     keep_pcm = case.echo is not None
     emit = conv.emit_audio
 
