@@ -63,7 +63,7 @@ class PauseModel:
 class TurnModelListening:
     """The listening side's use of the turn model (a mixin of the conversation, state on it)."""
 
-    turn_model: TurnModel | None
+    turn_model: TurnModel | None = None  # the conversation's (None: the words alone decide)
     closed: bool
     config: Any
     _utterance: Any
