@@ -12,9 +12,13 @@ with less), and the two decide:
 - the words are unfinished (or the recogniser unsure of them): the lexical rule's wait, whatever
   the model says (on synthetic voices it hears "my card number is" or "my code is four" as
   complete as often as not);
-- the words sound complete and the model is sure the turn is (>= :data:`COMPLETE`): it ends now;
-- otherwise, or without a model answer (none configured, missing, failed, its queue full): the
-  lexical rule alone, as before (``VAD_SILENCE_TIMEOUT``).
+- the words sound complete: the model's probability that the turn is complete sets the wait, from
+  "now" (the model's own pause, at :data:`COMPLETE` and above) to ``VAD_SILENCE_TIMEOUT`` (at
+  :data:`DOUBTFUL` and below), in proportion between the two. More conservative than Pipecat's
+  use of the same model (complete above 0.5, at its VAD's 200 ms stop): at 0.5 the turn ends after
+  ~330 ms of silence;
+- without a model answer (none configured, missing, failed, its queue full): the lexical rule
+  alone, as before.
 
 The words are waited for whenever the recogniser was asked (``hint_pending``): the model never
 ends a turn on audio alone while a hypothesis is on its way, so the decision comes when both are
@@ -31,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 from voiceagent.conversation.providers import TurnModel
 from voiceagent.conversation.turn_taking import TurnTaking, endpoint_ms
 
-__all__ = ["COMPLETE", "HEARD_FRAMES", "PauseModel", "TurnModelListening", "fused_endpoint_ms"]
+__all__ = ["COMPLETE", "DOUBTFUL", "HEARD_FRAMES", "PauseModel", "TurnModelListening", "fused_endpoint_ms"]
 
 logger = logging.getLogger("voiceagent.conversation")
 
 COMPLETE = 0.8  # the model at least this sure the turn is complete: it ends at the pause
+DOUBTFUL = 0.2  # the model at most this sure: the lexical rule's whole wait
 HEARD_FRAMES = 400  # 8 s of 20 ms frames: what Smart Turn hears at most
 
 
@@ -48,7 +53,10 @@ def fused_endpoint_ms(
     lexical = endpoint_ms(text, settings, logprob)
     if probability is None or lexical > settings.endpointing_min_ms:
         return lexical
-    return min(lexical, asked_at_ms) if probability >= COMPLETE else lexical
+    if lexical <= asked_at_ms:
+        return lexical
+    doubt = min(1.0, max(0.0, (COMPLETE - probability) / (COMPLETE - DOUBTFUL)))
+    return asked_at_ms + round((lexical - asked_at_ms) * doubt)
 
 
 @dataclass

@@ -47,7 +47,8 @@ class ScriptedTurnModel:
     [
         ("Can you freeze my card please?", -0.1, 0.95, MODEL_MS),  # sure and complete: ends at the pause
         ("Can you freeze my card please?", -0.1, None, 500),  # no model answer: the rule as before
-        ("Can you freeze my card please?", -0.1, 0.5, 500),  # the model unsure: the rule
+        ("Can you freeze my card please?", -0.1, 0.5, 330),  # unsure: half-way to the rule's wait
+        ("Can you freeze my card please?", -0.1, 0.2, 500),  # doubtful: the rule's whole wait
         ("Can you freeze my card please?", -0.1, 0.05, 500),  # the model hears more coming
         ("My card number is", -0.1, 0.99, 1600),  # unfinished words: the maximum whatever it says
         ("My code is 4", -0.1, 0.99, 1600),  # a number being read
@@ -112,6 +113,10 @@ async def test_unfinished_words_wait_the_maximum_whatever_the_model_says():
 
 async def test_the_model_hearing_more_to_come_leaves_the_lexical_rule():
     assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.02)) == 500
+
+
+async def test_an_unsure_model_ends_the_turn_between_the_pause_and_the_rules_wait():
+    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.5)) == 340
 
 
 async def test_a_failed_or_refused_model_leaves_the_lexical_rule():
