@@ -65,6 +65,7 @@ async def main() -> None:
     parser.add_argument(
         "--at-ms", type=int, nargs="+", default=[160], help="silence after the speech when asked (several)"
     )
+    parser.add_argument("--details", type=Path, help="write every point's probability (JSON)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="turn-model-corpus-") as tmp:
         synth = Synth(Path(tmp))
@@ -76,6 +77,7 @@ async def main() -> None:
     walls: list[float] = []
     cpu = 0.0
     by_pause: dict[str, dict] = {}
+    details: list[dict] = []
     for at_ms in args.at_ms:
         rng = np.random.default_rng(args.seed)
         at = at_ms / 1000.0
@@ -92,11 +94,15 @@ async def main() -> None:
                 scores[group].append(model.score(audio))
                 walls.append(time.perf_counter() - began)
                 cpu += time.thread_time() - cpu0
+                point = {"at_ms": at_ms, "case": case.id, "rate": case.sample_rate, "voice": case.voice}
+                details.append({**point, "group": group, "until_s": round(until, 3), "p": scores[group][-1]})
         by_pause[str(at_ms)] = {
             "points": {k: len(v) for k, v in scores.items()},
             "share_at_or_above": {k: {str(t): share(v, t) for t in THRESHOLDS} for k, v in scores.items()},
             "median": {k: round(statistics.median(v), 3) if v else None for k, v in scores.items()},
         }
+    if args.details:
+        args.details.write_text(json.dumps(details, indent=0))
     print(
         json.dumps(
             {
