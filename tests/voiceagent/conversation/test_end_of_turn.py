@@ -48,8 +48,9 @@ class ScriptedTurnModel:
         ("Can you freeze my card please?", -0.1, 0.95, MODEL_MS),  # sure and complete: ends at the pause
         ("Can you freeze my card please?", -0.1, None, 500),  # no model answer: the rule as before
         ("Can you freeze my card please?", -0.1, 0.5, 330),  # unsure: half-way to the rule's wait
-        ("Can you freeze my card please?", -0.1, 0.2, 500),  # doubtful: the rule's whole wait
-        ("Can you freeze my card please?", -0.1, 0.05, 500),  # the model hears more coming
+        ("Can you freeze my card please?", -0.1, 0.21, 494),  # barely: about the rule's wait
+        ("Can you freeze my card please?", -0.1, 0.2, 1050),  # the model hears more coming: longer
+        ("My code is paid.", -0.1, 0.17, 1050),  # a mishearing of "my code is eight ..."
         ("My card number is", -0.1, 0.99, 1600),  # unfinished words: the maximum whatever it says
         ("My code is 4", -0.1, 0.99, 1600),  # a number being read
         ("Can you freeze my card please?", -0.55, 0.99, 1050),  # words the recogniser is unsure of
@@ -111,8 +112,8 @@ async def test_unfinished_words_wait_the_maximum_whatever_the_model_says():
     assert await _silence_at_end("my card number is", ScriptedTurnModel(0.99)) == 1600
 
 
-async def test_the_model_hearing_more_to_come_leaves_the_lexical_rule():
-    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.02)) == 500
+async def test_the_model_hearing_more_to_come_makes_the_turn_wait_longer():
+    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.02)) == 1060
 
 
 async def test_an_unsure_model_ends_the_turn_between_the_pause_and_the_rules_wait():
