@@ -50,7 +50,9 @@ Figures per VAD (``*_rate`` over the valid cases of the category):
   recogniser process) per second of conversation, with the VAD's own share.
 
 Settings come from the environment like the service's (MIN_INTERRUPTION_MS, ENDPOINTING_MAX_MS,
-VAD_SILENCE_TIMEOUT, ECHO_GATE_DB, FILLER_AFTER_MS, VAD_AGGRESSIVENESS, SILERO_THRESHOLD, ...).
+VAD_SILENCE_TIMEOUT, ECHO_GATE_DB, FILLER_AFTER_MS, VAD_AGGRESSIVENESS, SILERO_THRESHOLD,
+TURN_MODEL, ...); ``turn_model`` gives the end-of-turn model's calls and cost (its worker thread's
+CPU is inside ``engine_process``).
 
     nice -n 10 .venv/bin/python bench/bench_turn_taking.py [--quick] [--vad webrtc|silero|all]
         [--per-category 120] [--concurrency 8] [--seed 16] [--details FILE]
@@ -150,6 +152,7 @@ def judge(case: Case, rec: Record) -> dict:
         "chat": [(ms(t), text) for t, text in rec.chat_calls],
         "finals": [(ms(t), text) for t, text in rec.finals],
         "duration": ms(rec.end),
+        "turn_model": [(ms(t), None if p is None else round(p, 3)) for t, p in rec.turn_model_answers],
     }
     if rec.invalid:
         return out
@@ -384,9 +387,15 @@ async def warm_tts(tts: Any) -> None:
 
 
 async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config: Any) -> dict:
-    from voiceagent.speech.factory import build_offline_stt, build_offline_tts, provider_label
+    from voiceagent.speech.factory import (
+        build_offline_stt,
+        build_offline_tts,
+        build_turn_model,
+        provider_label,
+    )
 
     stt = await asyncio.to_thread(build_offline_stt, config, "whisper")
+    model = turn_model = await asyncio.to_thread(build_turn_model, config)  # TURN_MODEL, as the runtime
     tts = await asyncio.to_thread(build_offline_tts, config, "piper")
     await stt.warm()
     await tts.warm()
@@ -405,7 +414,9 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
         async with gate:
             vad = TimedVAD(make_vad(kind, config))
             vads.append(vad)
-            rec = await run_case(case, stt=stt, tts=tts, vad=vad, registry=registry, config=engine_config)
+            rec = await run_case(
+                case, stt=stt, tts=tts, vad=vad, registry=registry, config=engine_config, turn_model=model
+            )
             return case, rec
 
     results = await asyncio.gather(*(one(i, c) for i, c in enumerate(cases)))
@@ -413,6 +424,8 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
     stt_cpu = proc_cpu(recogniser.pid) - stt_cpu0 if recogniser is not None else None
     label = provider_label(vads[0].vad) if vads else kind
     await stt.close()
+    if turn_model is not None:
+        turn_model.close()
     await tts.close()
     rows = [judge(case, rec) for case, rec in results]
     session_s = sum(rec.end - rec.t0 for _, rec in results)
@@ -424,6 +437,7 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
     frames_pushed = sum(len(rec.pushes) for _, rec in results)
     late = sum(1 for lag in lags if lag > 20.0)
     decodes = [s * 1000 for _, rec in results for s in rec.stt_finish_s]
+    hints = [s * 1000 for _, rec in results for s in rec.hint_s]
     result = {
         "bench": "turn_taking",
         "vad": kind,
@@ -438,9 +452,11 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
             "bench_audio_mixing_excluded": round(harness * 1000 / session_s, 2),
         },
         "vad_us_per_frame": round(vad_s * 1e6 / frames, 2) if frames else None,
+        "turn_model": turn_model_figures(turn_model, session_s),
         "session_s": round(session_s, 1),
         "wall_s": round(wall, 1),
         "stt_final_decode_ms": {"p50": pct(decodes, 50), "p99": pct(decodes, 99), "n": len(decodes)},
+        "stt_pause_hypothesis_ms": {"p50": pct(hints, 50), "p99": pct(hints, 99), "n": len(hints)},
         # frames pushed over 20 ms late: the loop (the machine) could not keep real time
         "frames": frames_pushed,
         "frames_late_over_20ms": late,
@@ -463,6 +479,9 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
             "silero_threshold": config.SILERO_THRESHOLD,
             "stt": provider_label(stt),
             "tts": provider_label(tts),
+            "turn_model": provider_label(turn_model) if turn_model is not None else "none",
+            "pause_hint_ms": engine_config.pause_hint_ms,
+            "turn_model_ms": engine_config.turn_model_ms,
             "concurrency": args.concurrency,
             "frame_ms": 20,
             "missed_after_s": MISSED_AFTER_S,
@@ -471,6 +490,24 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
         },
     }
     return {"result": result, "rows": rows}
+
+
+def turn_model_figures(model: Any, session_s: float) -> dict[str, Any] | None:
+    """What the end-of-turn model cost: its calls, wall and CPU time per call (its worker thread,
+    inside the engine process's CPU above) and per second of conversation, refusals (queue full)
+    and stale requests skipped."""
+    if model is None:
+        return None
+    calls = model.calls or 1
+    return {
+        "label": model.label,
+        "calls": model.calls,
+        "ms_per_call": round(model.wall_s * 1000 / calls, 1),
+        "cpu_ms_per_call": round(model.cpu_s * 1000 / calls, 1),
+        "cpu_ms_per_session_s": round(model.cpu_s * 1000 / session_s, 2),
+        "refused": model.refused,
+        "skipped_stale": model.skipped,
+    }
 
 
 def _plain(value: Any) -> Any:

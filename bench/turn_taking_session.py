@@ -107,7 +107,20 @@ class _CountedStream:
             self.done = True
             self.owner.open_streams -= 1
 
-    def __getattr__(self, name: str) -> Any:  # the stream's optional abilities (hint_pause)
+    def hint_pause(self, on_text: Any) -> bool:
+        """The recogniser's pause hypothesis, its latency counted (ask -> answer)."""
+        hint = getattr(self.stream, "hint_pause", None)
+        if hint is None:
+            return False
+        began = time.perf_counter()
+
+        def answered(*args: Any) -> None:
+            self.owner.hint_s.append(time.perf_counter() - began)
+            on_text(*args)
+
+        return hint(answered)
+
+    def __getattr__(self, name: str) -> Any:  # the stream's other optional abilities
         return getattr(self.stream, name)
 
 
@@ -119,6 +132,7 @@ class CountingSTT:
         self.stt = stt
         self.open_streams = 0
         self.finish_s: list[float] = []
+        self.hint_s: list[float] = []  # pause hypotheses: ask -> answer
 
     async def open(self, language: str, on_interim: Any) -> _CountedStream:
         stream = await self.stt.open(language, on_interim)
@@ -127,6 +141,24 @@ class CountingSTT:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stt, name)
+
+
+class RecordingTurnModel:
+    """One conversation's view of the shared turn model: the probabilities it answered, with the
+    loop time of each answer (the details file shows them next to the decisions)."""
+
+    def __init__(self, model: Any, answers: list[tuple[float, float | None]]):
+        self.model, self.answers = model, answers
+        self.name = model.name
+
+    def predict(self, pcm16: bytes, on_result: Any, wanted: Any = None) -> bool:
+        loop = asyncio.get_running_loop()
+
+        def answered(probability: float | None) -> None:
+            self.answers.append((loop.time(), probability))
+            on_result(probability)
+
+        return self.model.predict(pcm16, answered, wanted)
 
 
 class TimedVAD:
@@ -181,6 +213,8 @@ class Record:
     pushes: list[tuple[float, float]] = field(default_factory=list)  # (loop time pushed, frame's end)
     chat_calls: list[tuple[float, str]] = field(default_factory=list)
     stt_finish_s: list[float] = field(default_factory=list)
+    turn_model_answers: list[tuple[float, float | None]] = field(default_factory=list)  # (loop time, p)
+    hint_s: list[float] = field(default_factory=list)  # the recogniser's pause hypotheses: ask -> answer
 
     def caller_time(self, t: float) -> float:
         """Loop time ``t`` on the caller's clock (the frames' schedule): when the loop runs late,
@@ -239,7 +273,14 @@ def script_for(case: Case) -> list:
 
 
 async def run_case(
-    case: Case, *, stt: Any, tts: Any, vad: TimedVAD, registry: ToolRegistry, config: EngineConfig
+    case: Case,
+    *,
+    stt: Any,
+    tts: Any,
+    vad: TimedVAD,
+    registry: ToolRegistry,
+    config: EngineConfig,
+    turn_model: Any = None,
 ) -> Record:
     """Play ``case`` against a new conversation in real time; return what happened."""
     loop = asyncio.get_running_loop()
@@ -247,6 +288,7 @@ async def run_case(
     scenario = ScenarioSpec(name="bench", start_agent="agent", agents=("agent",))
     chat = RecordingChat(script_for(case), SHORT_REPLY)
     counting = CountingSTT(stt)
+    answers: list[tuple[float, float | None]] = []
     conv = Conversation(
         f"tt-{case.id}-{case.sample_rate}",
         scenario="bench",
@@ -258,8 +300,10 @@ async def run_case(
         vad=vad,
         registry=registry,
         config=config,
+        turn_model=None if turn_model is None else RecordingTurnModel(turn_model, answers),
     )
     rec = Record()
+    rec.turn_model_answers = answers
     keep_pcm = case.echo is not None
     emit = conv.emit_audio
 
@@ -364,6 +408,7 @@ async def run_case(
         rec.end = loop.time()
         rec.chat_calls = list(chat.calls)
         rec.stt_finish_s = list(counting.finish_s)
+        rec.hint_s = list(counting.hint_s)
         await conv.close()
         await reader
     return rec

@@ -16,7 +16,7 @@ from django.conf import settings
 from voiceagent import appconfig
 from voiceagent.contributions import contributions
 from voiceagent.conversation.engine import Conversation, EngineConfig
-from voiceagent.conversation.providers import ChatProvider, STTProvider, TTSProvider
+from voiceagent.conversation.providers import ChatProvider, STTProvider, TTSProvider, TurnModel
 from voiceagent.conversation.specs import VoiceSpec
 from voiceagent.conversation.turn_taking import TurnTaking
 from voiceagent.observability import tracing
@@ -47,6 +47,8 @@ class Runtime:
         self.chat_warm: bool | None = None
         self.vad_factory = self._default_vad
         self.vad_label = "not built yet (startup step 2)"
+        self.turn_model: TurnModel | None = None  # one per process, shared by its conversations
+        self.turn_model_label = "none"
 
     @staticmethod
     def _default_vad():
@@ -62,20 +64,26 @@ class Runtime:
 
     # --- step 2: speech -------------------------------------------------------------------------
     async def start_speech(self) -> str:
-        from voiceagent.speech.factory import build_speech_providers, provider_label
+        from voiceagent.speech.factory import build_speech_providers, build_turn_model, provider_label
 
         # first, so VAD_PROVIDER=silero without its model fails this step with that one line
         self.vad_label = provider_label(await asyncio.to_thread(self._default_vad))
         # on a thread: building loads the offline models (Piper's voice), ~0.5 s of blocking work
         self.stt, self.tts = await asyncio.to_thread(build_speech_providers, settings.CONFIG)
+        # a missing model is one WARNING and the lexical rule alone, never a failed startup
+        self.turn_model = await asyncio.to_thread(build_turn_model, settings.CONFIG)
+        self.turn_model_label = provider_label(self.turn_model) if self.turn_model is not None else "none"
         return (
-            f"stt {provider_label(self.stt)}, tts {provider_label(self.tts)}, vad {self.vad_label} "
-            "(pools fill during warmup)"
+            f"stt {provider_label(self.stt)}, tts {provider_label(self.tts)}, vad {self.vad_label}, "
+            f"end of turn {self.turn_model_label} (pools fill during warmup)"
         )
 
     async def stop_stt(self) -> None:
         if self.stt is not None:
             await self.stt.close()
+        close = getattr(self.turn_model, "close", None)
+        if close is not None:
+            await asyncio.to_thread(close)
 
     async def stop_tts(self) -> None:
         if self.tts is not None:
@@ -139,7 +147,7 @@ class Runtime:
             f"{m['size']} kept warm, up to {m['max_size']})"
             for kind, provider, m in (("stt", self.stt, pools["stt"]), ("tts", self.tts, pools["tts"]))
         )
-        return "healthy", f"{detail}, vad {self.vad_label}"
+        return "healthy", f"{detail}, vad {self.vad_label}, end of turn {self.turn_model_label}"
 
     # --- conversations ----------------------------------------------------------------------------
     def engine_config(self) -> EngineConfig:
@@ -179,6 +187,7 @@ class Runtime:
             chat=self.chat,
             vad=self.vad_factory(),
             config=config or self.engine_config(),
+            turn_model=self.turn_model,
         )
 
     # --- live (speech-to-speech) conversations ------------------------------------------------------

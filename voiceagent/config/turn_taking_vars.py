@@ -28,6 +28,16 @@ TURN_TAKING: tuple[Var, ...] = (
         tunable=True,
     ),
     V(
+        "TURN_MODEL",
+        "smart-turn",
+        choice("smart-turn", "none"),
+        "End-of-turn model fused with the lexical rule: `smart-turn` (Smart Turn v3.2 on onnxruntime, "
+        "its ONNX model from the `pipecat-ai` package, never imported; one worker thread per process) "
+        "ends a turn it hears complete at the caller's first pause (~0.2 s) instead of after "
+        "VAD_SILENCE_TIMEOUT; `none`, or the model file missing (one log line), judges by the words alone",
+        group="turn-taking",
+    ),
+    V(
         "MIN_INTERRUPTION_MS",
         "300",
         integer(0, 5000),

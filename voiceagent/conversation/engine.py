@@ -42,6 +42,7 @@ from voiceagent.conversation.providers import (
     STTProvider,
     ToolCallRequest,
     TTSProvider,
+    TurnModel,
 )
 from voiceagent.conversation.session import Turn
 from voiceagent.conversation.speaker import Speaker, SpeechPace
@@ -86,10 +87,12 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         chat: ChatProvider,
         vad: VADLike,
         config: EngineConfig | None = None,
+        turn_model: TurnModel | None = None,
         **session: Unpack[SessionArgs],
     ):
         super().__init__(session_id, config or EngineConfig(), **session)
         self.stt, self.tts, self.chat, self.vad = stt, tts, chat, vad
+        self.turn_model = turn_model  # None: the end of a turn is judged from the words alone
         self._response_task: asyncio.Task | None = None
         self._speaker: Speaker | None = None
         self._pace = SpeechPace()  # the voice's pace, measured on what it played (see Speaker)

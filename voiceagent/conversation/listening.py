@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from voiceagent.conversation.core import CoreConfig
 from voiceagent.conversation.echo import EchoReference
+from voiceagent.conversation.end_of_turn import PauseModel, TurnModelListening
 from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
@@ -39,7 +40,6 @@ from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.turn_taking import (
     BACKGROUND_MARGIN_DB,
     TurnTaking,
-    endpoint_ms,
     is_backchannel,
     is_hallucination,
 )
@@ -56,7 +56,8 @@ class ListeningConfig(CoreConfig):
     input_queue_frames: int = 500  # audio kept from before start() (10 s of 20 ms frames); oldest dropped
     preroll_frames: int = 15  # audio kept from before speech started (300 ms)
     max_utterance_frames: int = 3000  # 60 s
-    pause_hint_ms: int = 240  # silence after which the recogniser is asked what was said so far
+    pause_hint_ms: int = 100  # silence after which the recogniser is asked what was said so far
+    turn_model_ms: int = 160  # silence after which the end-of-turn model hears the utterance
 
 
 class VADLike(Protocol):
@@ -91,9 +92,10 @@ class _Utterance:
     final_text: str | None = None  # that hypothesis, when the turn ended in that pause
     ended_in_pause: bool = False  # the turn ended while that pause's hypothesis was on its way
     watched: bool = False  # its stream was told the caller speaks over the agent
+    pause: PauseModel = field(default_factory=PauseModel)  # the turn model's audio and answer
 
 
-class CascadeListening:
+class CascadeListening(TurnModelListening):
     """Caller audio to final transcripts (its state lives on the conversation)."""
 
     session_id: str
@@ -236,6 +238,7 @@ class CascadeListening:
             utterance = self._utterance = _Utterance()
             for old in self._preroll:
                 utterance.frames.put_nowait(old)
+                utterance.pause.heard.append(old)
             self._preroll.clear()
             utterance.task = asyncio.get_running_loop().create_task(self._run_utterance(utterance))
             self._silence_ms = 0
@@ -243,14 +246,18 @@ class CascadeListening:
         if utterance.frames_in < self.config.max_utterance_frames:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1
+            utterance.pause.heard.append(frame)
         utterance.voiced_frames += voiced
         if not utterance.watched and self._held is None and self._agent_busy():
             self._watch_for_barge_in(utterance)
         if speech:
+            if self._silence_ms:  # talking again: the model's answer for that pause is stale
+                utterance.pause.gap += 1
+                utterance.pause.probability = None
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
                 utterance.pauses += 1
-                self._endpoint_ms = endpoint_ms(utterance.text, self._turn, utterance.logprob)
+                self._endpoint_ms = self._endpoint_for(utterance)
             self._silence_ms = 0
             utterance.speech_frames += 1
             power = 10.0 ** (level / 10.0)
@@ -265,6 +272,8 @@ class CascadeListening:
                 self._quiet_over_agent(utterance)
             if self._silence_ms == self.config.pause_hint_ms:
                 self._ask_hypothesis(utterance)
+            if self._silence_ms == self.config.turn_model_ms:
+                self._ask_turn_model(utterance)
         if self._silence_ms >= self._endpoint_ms or utterance.frames_in >= self.config.max_utterance_frames:
             self._end_utterance(utterance)
 
@@ -309,7 +318,7 @@ class CascadeListening:
         utterance.hint_pending = False
         utterance.text, utterance.logprob = text, logprob
         utterance.answered_pause = pause
-        self._endpoint_ms = endpoint_ms(utterance.text, self._turn, logprob)
+        self._endpoint_ms = self._endpoint_for(utterance)
         if self._silence_ms and self._silence_ms >= self._endpoint_ms:
             self._end_utterance(utterance)  # the pause was already long enough for these words
 
@@ -402,7 +411,7 @@ class CascadeListening:
             if utterance.answered_pause != utterance.pauses:  # older than this pause's own answer
                 utterance.text, utterance.logprob = text, None
             if not utterance.hint_pending:  # a pause's own answer is on its way: it decides
-                self._endpoint_ms = endpoint_ms(utterance.text, self._turn, utterance.logprob)
+                self._endpoint_ms = self._endpoint_for(utterance)
             if (
                 utterance.over_agent_ms
                 and self._held is None

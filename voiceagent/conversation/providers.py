@@ -1,4 +1,4 @@
-"""The small interfaces the engine drives: speech-to-text, text-to-speech, chat LLM.
+"""The small interfaces the engine drives: speech-to-text, end of turn, text-to-speech, chat LLM.
 
 Implementations live in :mod:`voiceagent.speech` (Azure Speech, offline pocketsphinx/espeak-ng)
 and :mod:`voiceagent.llm` (Azure OpenAI, OpenAI-compatible, offline rules engine). The engine
@@ -44,6 +44,27 @@ class STTProvider(Protocol):
     async def warm(self) -> int: ...  # clients ready after warming (pool size), for /ready
 
     async def close(self) -> None: ...
+
+
+# --- end of turn -------------------------------------------------------------------------------
+class TurnModel(Protocol):
+    """Hears whether the caller's turn is complete (Smart Turn in :mod:`voiceagent.speech`).
+
+    ``predict`` queues the utterance's audio so far (16 kHz PCM16, ending in the pause) and returns
+    at once; ``on_result`` is called later ON THE CALLING EVENT LOOP with the probability (0-1) that
+    the turn is complete, or ``None`` when the model failed. ``wanted()``, asked just before the
+    model runs (in its thread), may say the answer is no longer needed. False when it cannot take
+    the request (queue full): the pause is then judged without it. One instance per process.
+    """
+
+    name: str
+
+    def predict(
+        self,
+        pcm16: bytes,
+        on_result: Callable[[float | None], None],
+        wanted: Callable[[], bool] | None = None,
+    ) -> bool: ...
 
 
 # --- text to speech ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from voiceagent.config import ConfigError
-from voiceagent.conversation.providers import ProviderError, STTProvider, TTSProvider
+from voiceagent.conversation.providers import ProviderError, STTProvider, TTSProvider, TurnModel
 from voiceagent.speech.pools import POOLS
 
 __all__ = [
@@ -134,3 +134,21 @@ def build_offline_tts(config: Mapping[str, Any], kind: str = "offline") -> TTSPr
         espeak.label = f"{espeak.name} (fallback: {exc})"  # type: ignore[attr-defined]
         return espeak
     return piper
+
+
+def build_turn_model(config: Mapping[str, Any]) -> TurnModel | None:
+    """The process's end-of-turn model as ``TURN_MODEL`` says, loaded here (~0.3 s: call it off the
+    loop); ``None`` for ``none`` or when the model cannot load (logged once: the lexical rule alone
+    then judges the end of turns, as before the model)."""
+    kind = str(config.get("TURN_MODEL") or "smart-turn").strip().lower()
+    if kind == "none":
+        return None
+    from voiceagent.speech.turn_model import SmartTurnModel, TurnModelUnavailable
+
+    try:
+        model = SmartTurnModel()
+    except TurnModelUnavailable as exc:
+        logger.warning("end-of-turn model unavailable, judging the end of turns by the words alone: %s", exc)
+        return None
+    logger.info("end-of-turn model: %s", model.label)
+    return model

@@ -55,11 +55,9 @@ from typing import Any, Final
 
 import numpy as np
 
+from voiceagent.speech.log_mel import SAMPLE_RATE, log_mel
 from voiceagent.speech.whisper_queue import DecodeQueue, Kind, Request
 
-SAMPLE_RATE: Final = 16000
-N_FFT: Final = 400
-HOP: Final = 160
 SHORT_WINDOW: Final = 1500  # frames (15 s)
 FULL_WINDOW: Final = 3000  # frames (30 s): Whisper's own window, the most it hears at once
 SHORT_MAX_S: Final = 13.5
@@ -72,42 +70,6 @@ MAX_BATCH: Final = 1  # utterances decoded in one generate call (see the module'
 GREEDY_DEPTH: Final = 2  # urgent requests waiting per worker beyond which search is greedy
 DOMAIN_WEIGHT: Final = 0.3  # of domain_score (0..2) against Whisper's mean token log-probability
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
-
-
-@functools.cache
-def mel_filters(n_mels: int = 80) -> np.ndarray:
-    """Slaney-style mel filterbank (librosa's default), as Whisper was trained with."""
-    fftfreqs = np.linspace(0, SAMPLE_RATE / 2, 1 + N_FFT // 2)
-    f_sp, min_log_hz = 200.0 / 3, 1000.0
-    min_log_mel, logstep = min_log_hz / f_sp, np.log(6.4) / 27.0
-
-    def hz_to_mel(f: np.ndarray) -> np.ndarray:
-        return np.where(
-            f >= min_log_hz, min_log_mel + np.log(np.maximum(f, 1e-10) / min_log_hz) / logstep, f / f_sp
-        )
-
-    def mel_to_hz(m: np.ndarray) -> np.ndarray:
-        return np.where(m >= min_log_mel, min_log_hz * np.exp(logstep * (m - min_log_mel)), f_sp * m)
-
-    edges = mel_to_hz(np.linspace(hz_to_mel(np.array(0.0)), hz_to_mel(np.array(SAMPLE_RATE / 2)), n_mels + 2))
-    ramps = edges[:, None] - fftfreqs[None, :]
-    lower = -ramps[:-2] / np.diff(edges)[:-1, None]
-    upper = ramps[2:] / np.diff(edges)[1:, None]
-    weights = np.maximum(0, np.minimum(lower, upper)) * (2.0 / (edges[2:] - edges[:-2]))[:, None]
-    return weights.astype(np.float32)
-
-
-def log_mel(pcm16: np.ndarray, frames: int, n_mels: int = 80) -> np.ndarray:
-    """Whisper's log-mel features of ``pcm16`` zero-padded to ``frames`` frames: (n_mels, frames)."""
-    audio = pcm16.astype(np.float32)[: frames * HOP] / 32768.0
-    audio = np.pad(audio, (0, frames * HOP - len(audio)))
-    padded = np.pad(audio, (N_FFT // 2, N_FFT // 2), mode="reflect")
-    window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N_FFT) / N_FFT)).astype(np.float32)
-    view = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[::HOP][:frames]
-    power = np.abs(np.fft.rfft(view * window, axis=1)) ** 2
-    log = np.log10(np.maximum(mel_filters(n_mels) @ power.T.astype(np.float32), 1e-10))
-    log = np.maximum(log, log.max() - 8.0)
-    return np.ascontiguousarray(((log + 4.0) / 4.0).astype(np.float32))
 
 
 def _words(text: str) -> list[str]:

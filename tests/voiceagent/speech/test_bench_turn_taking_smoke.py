@@ -25,6 +25,8 @@ KEYS = {
     "cpu_ms_per_session_s",
     "cases",
     "settings",
+    "turn_model",
+    "stt_pause_hypothesis_ms",
 }
 
 
@@ -58,6 +60,8 @@ def test_the_bench_prints_one_json_line_per_vad_with_every_figure(tmp_path):
     assert set(result["cases"]) == {"over_agent", "interruption", "pause", "plain", "tool"}
     assert sum(result["cases"].values()) + sum(result["invalid"].values()) == 13
     assert result["settings"]["min_interruption_ms"] >= 0 and "webrtc" in result["settings"]["vad"]
+    assert result["settings"]["turn_model"].startswith("smart-turn-v3.2")  # TURN_MODEL's default
+    assert result["turn_model"]["calls"] >= 1
     rows = json.loads(details.read_text())["webrtc"]
     assert {r["kind"] for r in rows} >= {"cough_click", "babble", "keyboard", "backchannel", "echo"}
     assert {r["sample_rate"] for r in rows} == {16000, 8000}

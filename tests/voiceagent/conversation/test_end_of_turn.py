@@ -1,0 +1,125 @@
+"""End of turn: the lexical rule fused with a turn model (voiceagent.conversation.end_of_turn).
+
+The engine is driven frame by frame (``push_audio`` is synchronous) and the silence at which the
+turn ends is counted in frames, so nothing here depends on the machine's speed. The turn model is
+a stand-in with a scripted answer (the real one: tests/voiceagent/speech/test_turn_model.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from enginekit import AGENTS, SCENARIO, SILENCE, TONE, make_registry
+
+from voiceagent.conversation.end_of_turn import fused_endpoint_ms
+from voiceagent.conversation.engine import Conversation, EngineConfig
+from voiceagent.conversation.session import InMemorySessionStore
+from voiceagent.conversation.testing import EnergyVAD, InstantTTS, ScriptedChat, ScriptedSTT, StaticDirectory
+from voiceagent.conversation.turn_taking import TurnTaking
+
+SETTINGS = TurnTaking(endpointing_min_ms=500, endpointing_max_ms=1600)
+MODEL_MS = 160  # the pause at which the model is asked (ListeningConfig.turn_model_ms)
+
+
+class ScriptedTurnModel:
+    """A ``TurnModel`` that answers ``probability`` on the next loop iteration, as the real one
+    answers from its thread (``None``: the model failed; ``refuse``: its queue is full)."""
+
+    name = "scripted-turn-model"
+
+    def __init__(self, probability: float | None, refuse: bool = False):
+        self.probability = probability
+        self.refuse = refuse
+        self.heard: list[int] = []  # bytes of audio each request carried
+
+    def predict(self, pcm16, on_result, wanted=None) -> bool:
+        if self.refuse:
+            return False
+        self.heard.append(len(pcm16))
+        asyncio.get_running_loop().call_soon(on_result, self.probability)
+        return True
+
+
+# --- the fusion rule ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "logprob", "probability", "expected"),
+    [
+        ("Can you freeze my card please?", -0.1, 0.95, MODEL_MS),  # sure and complete: ends at the pause
+        ("Can you freeze my card please?", -0.1, None, 500),  # no model answer: the rule as before
+        ("Can you freeze my card please?", -0.1, 0.5, 330),  # unsure: half-way to the rule's wait
+        ("Can you freeze my card please?", -0.1, 0.21, 494),  # barely: about the rule's wait
+        ("Can you freeze my card please?", -0.1, 0.2, 1050),  # the model hears more coming: longer
+        ("My code is paid.", -0.1, 0.17, 1050),  # a mishearing of "my code is eight ..."
+        ("My card number is", -0.1, 0.99, 1600),  # unfinished words: the maximum whatever it says
+        ("My code is 4", -0.1, 0.99, 1600),  # a number being read
+        ("Can you freeze my card please?", -0.55, 0.99, 1050),  # words the recogniser is unsure of
+    ],
+)
+def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
+    assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS) == expected
+
+
+# --- through the engine ------------------------------------------------------------------------------
+async def _silence_at_end(text: str, model: ScriptedTurnModel | None, speech_frames: int = 40) -> int:
+    """Milliseconds of silence the caller had made when the engine ended their turn."""
+    conv = Conversation(
+        "eot",
+        scenario="desk",
+        directory=StaticDirectory(AGENTS, SCENARIO, make_registry()),
+        store=InMemorySessionStore(),
+        stt=ScriptedSTT([text]),
+        tts=InstantTTS(),
+        chat=ScriptedChat(),
+        vad=EnergyVAD(),
+        config=EngineConfig(
+            silence_timeout_ms=lambda: SETTINGS.endpointing_min_ms, turn_taking=lambda: SETTINGS
+        ),
+        turn_model=model,
+    )
+    await conv.start()
+    try:
+        for _ in range(20):  # the greeting
+            await asyncio.sleep(0)
+        for _ in range(speech_frames):
+            conv.push_audio(TONE)
+            await asyncio.sleep(0)
+        assert conv._utterance is not None
+        for silent in range(1, 200):
+            conv.push_audio(SILENCE)
+            for _ in range(3):  # the model's answer comes on a later loop iteration
+                await asyncio.sleep(0)
+            if conv._utterance is None:
+                return silent * 20
+        raise AssertionError("the turn never ended")
+    finally:
+        await conv.close()
+
+
+async def test_a_turn_the_model_hears_complete_ends_at_the_first_pause():
+    model = ScriptedTurnModel(0.97)
+    assert await _silence_at_end("can you freeze my card please", model) == MODEL_MS
+    # it heard the whole utterance so far: the speech and the silence up to the pause
+    assert model.heard and model.heard[0] >= (40 + MODEL_MS // 20) * len(SILENCE)
+
+
+async def test_without_the_model_the_turn_ends_after_the_minimum_silence():
+    assert await _silence_at_end("can you freeze my card please", None) == 500
+
+
+async def test_unfinished_words_wait_the_maximum_whatever_the_model_says():
+    # the recogniser's interim is "my": a possessive's phrase, the subject of a sentence still said
+    assert await _silence_at_end("my card number is", ScriptedTurnModel(0.99)) == 1600
+
+
+async def test_the_model_hearing_more_to_come_makes_the_turn_wait_longer():
+    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.02)) == 1060
+
+
+async def test_an_unsure_model_ends_the_turn_between_the_pause_and_the_rules_wait():
+    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.5)) == 340
+
+
+async def test_a_failed_or_refused_model_leaves_the_lexical_rule():
+    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(None)) == 500
+    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.97, refuse=True)) == 500

@@ -1,0 +1,123 @@
+"""End of turn from the words AND the voice: the lexical rule fused with a turn model.
+
+The lexical rule (:func:`~voiceagent.conversation.turn_taking.endpoint_ms`) knows an unfinished
+clause or a number being read from the words, but after a complete-sounding phrase it can only
+wait ``VAD_SILENCE_TIMEOUT`` (500 ms): a sentence's end and a breath before the next one read the
+same. A turn model (:class:`~voiceagent.conversation.providers.TurnModel`, Smart Turn v3.2 by
+default) hears the intonation and pace of the last seconds and says how likely the turn is over.
+The recogniser is asked what was said at ``pause_hint_ms`` of silence (100 ms), the model at
+``turn_model_ms`` (160 ms: it was trained on turns ending ~0.2 s into the silence and judges worse
+with less), and the two decide:
+
+- the words are unfinished (or the recogniser unsure of them): the lexical rule's wait, whatever
+  the model says (on synthetic voices it hears "my card number is" or "my code is four" as
+  complete as often as not);
+- the words sound complete: the model's probability that the turn is complete sets the wait, from
+  "now" (the model's own pause, at :data:`COMPLETE` and above) to ``VAD_SILENCE_TIMEOUT`` (just
+  above :data:`DOUBTFUL`), in proportion between the two. More conservative than Pipecat's use of
+  the same model (complete above 0.5, at its VAD's 200 ms stop): at 0.5 the turn ends after
+  ~330 ms of silence;
+- the words sound complete but the model hears more coming (<= :data:`DOUBTFUL`): half-way from
+  ``VAD_SILENCE_TIMEOUT`` to ``ENDPOINTING_MAX_MS`` (1050 ms by default). This is what catches the
+  recogniser's confident mishearings of a fragment ("my code is eight" -> "My code is paid.", "I
+  was born on" -> "I went for a long." at 8 kHz: 0.17 and 0.06 from the model), the premature
+  ends the words alone cannot see; a complete turn the model doubts (~20 % of the corpus's
+  synthetic voices) waits that long;
+- without a model answer (none configured, missing, failed, its queue full): the lexical rule
+  alone, as before.
+
+The words are waited for whenever the recogniser was asked (``hint_pending``): the model never
+ends a turn on audio alone while a hypothesis is on its way, so the decision comes when both are
+in: ~100 ms + the recogniser's decode, instead of ``VAD_SILENCE_TIMEOUT`` at the earliest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from voiceagent.conversation.providers import TurnModel
+from voiceagent.conversation.turn_taking import TurnTaking, endpoint_ms
+
+__all__ = ["COMPLETE", "DOUBTFUL", "HEARD_FRAMES", "PauseModel", "TurnModelListening", "fused_endpoint_ms"]
+
+logger = logging.getLogger("voiceagent.conversation")
+
+COMPLETE = 0.8  # the model at least this sure the turn is complete: it ends at the pause
+DOUBTFUL = 0.2  # the model at most this sure: it hears more coming, the wait grows
+HEARD_FRAMES = 400  # 8 s of 20 ms frames: what Smart Turn hears at most
+
+
+def fused_endpoint_ms(
+    text: str, settings: TurnTaking, logprob: float | None, probability: float | None, asked_at_ms: int
+) -> int:
+    """The silence (ms) that ends the turn after ``text``, given the turn model's ``probability``
+    that it is complete (None: no model answer for this pause) asked at ``asked_at_ms`` of
+    silence. Never shorter than the lexical rule when the words are unfinished or unsure."""
+    lexical = endpoint_ms(text, settings, logprob)
+    if probability is None or lexical > settings.endpointing_min_ms:
+        return lexical
+    if lexical <= asked_at_ms:
+        return lexical
+    if probability <= DOUBTFUL:
+        return max(lexical, (settings.endpointing_min_ms + settings.endpointing_max_ms) // 2)
+    doubt = min(1.0, max(0.0, (COMPLETE - probability) / (COMPLETE - DOUBTFUL)))
+    return asked_at_ms + round((lexical - asked_at_ms) * doubt)
+
+
+@dataclass
+class PauseModel:
+    """One utterance's state for the turn model: the audio it hears and its answer for this pause."""
+
+    heard: deque[bytes] = field(default_factory=lambda: deque(maxlen=HEARD_FRAMES))
+    gap: int = 0  # silences so far: an answer for an earlier one is stale
+    probability: float | None = None  # the model's answer for the current silence
+
+
+class TurnModelListening:
+    """The listening side's use of the turn model (a mixin of the conversation, state on it)."""
+
+    turn_model: TurnModel | None = None  # the conversation's (None: the words alone decide)
+    closed: bool
+    config: Any
+    _utterance: Any
+    _turn: TurnTaking
+    _endpoint_ms: int
+    _silence_ms: int
+
+    if TYPE_CHECKING:
+
+        def _end_utterance(self, utterance: Any) -> None: ...
+
+    def _endpoint_for(self, utterance: Any) -> int:
+        """The silence that ends ``utterance`` now: its words and, for this pause, the model."""
+        at_ms, probability = self.config.turn_model_ms, utterance.pause.probability
+        return fused_endpoint_ms(utterance.text, self._turn, utterance.logprob, probability, at_ms)
+
+    def _ask_turn_model(self, utterance: Any) -> None:
+        """A pause: the model hears the utterance so far (in its own thread)."""
+        model = self.turn_model
+        if model is None:
+            return
+        state: PauseModel = utterance.pause
+        gap = state.gap
+
+        def wanted() -> bool:  # asked in the model's thread: reads two attributes
+            return state.gap == gap and self._utterance is utterance
+
+        model.predict(b"".join(state.heard), lambda p: self._on_turn_probability(utterance, gap, p), wanted)
+
+    def _on_turn_probability(self, utterance: Any, gap: int, probability: float | None) -> None:
+        """The model's answer for the pause ``gap`` (on the loop): when the words are already in,
+        the turn may end at once."""
+        state: PauseModel = utterance.pause
+        if self.closed or utterance is not self._utterance or state.gap != gap:
+            return  # the turn ended, or the caller spoke again since
+        state.probability = probability
+        if utterance.hint_pending:
+            return  # the words decide with it when they come
+        self._endpoint_ms = self._endpoint_for(utterance)
+        if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+            self._end_utterance(utterance)
