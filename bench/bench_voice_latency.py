@@ -362,6 +362,10 @@ def summarise(turns: list[Turn]) -> dict:
             w: pct([t.latency_ms for t in turns if t.wire == w and t.latency_ms is not None], 50)
             for w in ("browser", "phone")
         },
+        "by_line_p50_ms": {
+            line: pct([t.latency_ms for t in turns if t.line == line and t.latency_ms is not None], 50)
+            for line in LINES
+        },
         "errors": errors,
         "wer": round(wrong / words, 3) if words else None,
         "server_browser_p50_ms": {k: pct(v, 50) for k, v in sorted(stages.items())},
