@@ -199,8 +199,12 @@ def embedded(args) -> dict:
         # ENDPOINTING_MAX_MS (1600) when Whisper is unsure of a short phrase ("hello there" ->
         # "Below here."), a deliberate wait that bench_turn_taking measures; counted here it would
         # read as recognition falling behind from the first caller on.
+        # The same for the turn model, which ends a turn it hears complete before that silence
+        # (TURN_MODEL=none here): the callers count an answer before their silence as an error.
         endpointing = os.environ.get("ENDPOINTING_MAX_MS", str(silence))
-        with server(args.server, tmp, args.deflate, 1, args.server_log, ENDPOINTING_MAX_MS=endpointing) as (
+        turn_model = os.environ.get("TURN_MODEL", "none")
+        fixed = {"ENDPOINTING_MAX_MS": endpointing, "TURN_MODEL": turn_model}
+        with server(args.server, tmp, args.deflate, 1, args.server_log, **fixed) as (
             base,
             proc,
             log,
@@ -262,6 +266,7 @@ def embedded(args) -> dict:
         "every turn answered, no refusal, no error, no server warning",
         "steps": steps,
         "server": f"{args.server}, 1 process, default settings but ENDPOINTING_MAX_MS={endpointing} "
+        f"TURN_MODEL={turn_model} "
         "(every turn ends after the same silence): offline speech and rules dialog "
         "(Whisper tiny.en + Piper unless STT_PROVIDER/TTS_PROVIDER say otherwise)"
         + (", per-message deflate" if args.deflate else ""),

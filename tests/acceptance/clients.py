@@ -39,7 +39,10 @@ class Utterance:
     error: dict | None = None  # or the error shown instead
     answers: list[str] = field(default_factory=list)  # the agents' final responses to it
     answer_audio_s: float = 0.0  # agent audio received after it
-    barged_in: bool = False  # it interrupted the agent: the server said so (``barge_in``)
+    # it interrupted the agent before its transcript: the server said so, with ``barge_in`` (stopped)
+    # or a ``duck`` that lowered the agent (issue 30: speech over the agent first ducks it while its
+    # words are recognised; under a busy recogniser the stop itself may come with the transcript)
+    barged_in: bool = False
     over_agent_s: float = 0.0  # agent audio the caller still had to play when it began speaking
 
 
@@ -196,7 +199,7 @@ class BrowserCaller:
             utterance.error = message["payload"]
             return utterance
         utterance.transcript = message["payload"]["text"]
-        utterance.barged_in = any(is_type("event", name="barge_in")(m) for m in self.inbox.messages[start:i])
+        utterance.barged_in = any(_yielded(m) for m in self.inbox.messages[start:i])
         await self.quiet(i, played=False)
         after = self.inbox.messages[i:]
         utterance.answers = [m["payload"]["text"] for m in after if is_type("response", final=True)(m)]
@@ -247,3 +250,11 @@ class Dashboard:
 
 def find(messages: list[dict], predicate: Predicate, start: int) -> int | None:
     return next((i for i in range(start, len(messages)) if predicate(messages[i])), None)
+
+
+def _yielded(message: dict) -> bool:
+    """The agent gave way to the caller: stopped (``barge_in``) or lowered (``duck``, gain below 0)."""
+    if is_type("event", name="barge_in")(message):
+        return True
+    payload = message.get("payload") or {}
+    return is_type("event", name="duck")(message) and (payload.get("gain_db") or 0) < 0

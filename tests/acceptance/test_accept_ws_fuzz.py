@@ -32,7 +32,7 @@ DOCUMENTED_ERRORS = {  # docs/api.md, browser conversation: error codes a client
     *("realtime_unavailable", "realtime_error", "realtime_dropped"),
 }
 DOCUMENTED_CLOSES = {1000, 1007, 1008, 1009}  # 1011 would be a failure of ours
-QUIET_S = 0.3  # a socket with nothing more to say after the batch
+QUIET_S = 1.0  # a socket with nothing more to say after the batch (0.3 missed answers on a loaded CI machine)
 
 NEAR_VALID = {  # values close to valid ones, so that the fuzz reaches past the first checks
     "sample_rate": st.sampled_from([0, 8000, 16000, 44100, -1, 2**40, "16000", 16000.5]),

@@ -18,10 +18,11 @@ Wire format (private to this module and :mod:`voiceagent.speech.whisper_process`
 
 Decoding choices, measured on synthetic callers (bench/bench_offline_speech.py, and the
 corpus decoded alone with the vocabulary prompt, CPU seconds of one core per utterance):
-- The encoder's window is the shortest of 7.5, 10 and 15 s leaving 2 s after the audio (30 s
-  past 13.5 s): its cost grows faster than its length. On 2 voices x 32 lines x 2 rates: 15 s
-  for all, WER 0.060 at 0.270 s; these windows, WER 0.049 at 0.173 s. (A window hardly longer
-  than the speech made the decoder loop on the text: WER 0.3-1.2.)
+- The encoder's window is 15 s (30 s past 13.5 s). Windows of 7.5 and 10 s for short utterances
+  measured WER 0.049 at 0.173 s against 0.060 at 0.270 s (2 voices x 32 lines x 2 rates), but
+  made Whisper sure of words it writes for babble, which the turn-taking rules rely on it being
+  unsure of (:data:`WINDOWS`). (A window hardly longer than the speech made the decoder loop on
+  the text: WER 0.3-1.2.)
 - Batched decoding (several utterances in one ``generate`` call, :meth:`Recognizer.transcribe_batch`)
   gives the same text but cost 5 % more CPU per utterance in batches of 4 (16 % at 12, with no
   prompt) on this 2-core machine: tiny.en in int8 is not held back by per-call overhead, so
@@ -61,7 +62,11 @@ from voiceagent.speech.whisper_queue import DecodeQueue, Kind, Request
 SHORT_WINDOW: Final = 1500  # frames (15 s)
 FULL_WINDOW: Final = 3000  # frames (30 s): Whisper's own window, the most it hears at once
 SHORT_MAX_S: Final = 13.5
-WINDOWS: Final = (750, 1000, SHORT_WINDOW)  # frames (7.5 s, 10 s, 15 s)
+# frames: 15 s for every utterance up to SHORT_MAX_S. Shorter windows (7.5 and 10 s) cost a third
+# less CPU, but changed Whisper's confidence on babble over the agent: what it had scored as a guess
+# (GUESS_LOGPROB) came back sure, and the room's voices took the turn
+# (tests/calls/test_browser_turn_taking.py::test_words_whisper_only_guesses_...).
+WINDOWS: Final = (SHORT_WINDOW,)
 WINDOW_MARGIN_S: Final = 2.0
 NO_SPEECH: Final = 0.6
 LOW_LOGPROB: Final = -1.0  # mean log-probability per token below which the words are a guess

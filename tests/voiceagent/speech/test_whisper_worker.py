@@ -97,5 +97,5 @@ async def test_a_turn_that_ends_in_its_pause_gets_the_pause_decode_not_a_second_
     stream = await stt.open("en-US", None)  # new speech after the pause: a decode of all of it
     await stream.push(speech)
     assert stream.hint_pause(lambda text, logprob: None)
-    await stream.push(espeak_16k("and my wallet"))
+    await stream.push(espeak_16k("and my wallet", "en-us+f3", 150))
     assert "wallet" in (await stream.finish()).lower()
