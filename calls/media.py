@@ -323,7 +323,9 @@ class MediaStreamConsumer(AudioSocket):
 
     async def _on_metadata(self, body: Any) -> None:
         rate = _field(body, "sampleRate") if isinstance(body, dict) else None
-        if isinstance(rate, bool) or rate not in STREAM_RATES:
+        if isinstance(rate, float) and rate.is_integer():
+            rate = int(rate)  # JSON's 24000.0 is 24000; frames are counted in whole bytes
+        if not isinstance(rate, int) or isinstance(rate, bool) or rate not in STREAM_RATES:
             await self.finish(1003, f"unsupported sampleRate {str(rate)[:16]}: expected 16000 or 24000")
             return
         if rate != self.rate:

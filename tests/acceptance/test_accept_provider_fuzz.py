@@ -31,7 +31,11 @@ from websockets.exceptions import ConnectionClosed
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 CC_KEY = "acceptance-provider-fuzz-key"
-SERVER_ENV = {"CONTACTCENTER_API_KEY": CC_KEY, "TELEPHONY_MAX_MESSAGE_BYTES": "8192"}
+SERVER_ENV = {
+    "CONTACTCENTER_API_KEY": CC_KEY,
+    "TELEPHONY_MAX_MESSAGE_BYTES": "8192",
+    "REPROMPT_AFTER_S": "0",  # the bystander is silent while the fuzz runs: no re-prompts, no goodbye
+}
 QUIET_S = 0.3  # AudioHook: a session with nothing more to say
 READ_S = 0.5  # media: what a stream answers within this after the batch
 

@@ -24,7 +24,11 @@ from websockets.exceptions import ConnectionClosed
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
-SERVER_ENV = {"BROWSER_MAX_MESSAGE_BYTES": "4096"}  # small, so that some generated messages exceed it
+SERVER_ENV = {
+    "BROWSER_MAX_MESSAGE_BYTES": "4096",  # small, so that some generated messages exceed it
+    # the bystander says nothing while the fuzz runs (80 s and more): no re-prompts and goodbye
+    "REPROMPT_AFTER_S": "0",
+}
 DOCUMENTED_ERRORS = {  # docs/api.md, browser conversation: error codes a client may meet
     *("bad_json", "bad_message", "unknown_type", "bad_audio", "bad_sample_rate", "bad_text", "bad_dtmf"),
     *("bad_control", "bad_config", "unknown_scenario", "not_started", "start_failed", "store_unavailable"),

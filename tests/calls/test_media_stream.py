@@ -211,6 +211,23 @@ async def test_unsupported_sample_rate_closes_1003(fake_runtime):
     assert code == 1003 and "sampleRate" in reason
 
 
+@pytest.mark.parametrize("rate", [16000.5, "16000", [16000]])
+async def test_a_sample_rate_that_is_no_whole_number_closes_1003(fake_runtime, rate):
+    comm, client = await open_stream("scenario=banking")
+    await client.send({"kind": "AudioMetadata", "audioMetadata": {"sampleRate": rate}})
+    code, reason = await closed_with(client)
+    assert code == 1003 and "sampleRate" in reason
+
+
+async def test_a_whole_sample_rate_written_as_a_float_is_that_rate(fake_runtime):
+    """JSON's 24000.0: frames are still counted in whole bytes (it once failed with 1011)."""
+    comm, client = await open_stream("scenario=banking")
+    await client.send({"kind": "AudioMetadata", "audioMetadata": {"sampleRate": 24000.0}})
+    await client.collect(0.3)
+    assert client.audio and not client.closed
+    await comm.disconnect()
+
+
 async def test_stream_limit(fake_runtime, settings):
     configure(settings, TELEPHONY_MAX_STREAMS=1)
     first, first_client = await open_stream("scenario=banking")

@@ -72,6 +72,16 @@ class AsyncVAD(VADLike, Protocol):
     def submit(self, frame: bytes, on_verdict: Callable[[bytes, bool], None]) -> None: ...
 
 
+@dataclass(frozen=True)
+class _AskAtPause:
+    """In an utterance's frame queue: ask the recogniser what was said, once it has every frame
+    queued before this one (the frames reach it on the utterance's task, behind the VAD: a burst
+    of frames, or a batched VAD's verdicts, would otherwise leave the last words out of the
+    hypothesis that may become the final transcript)."""
+
+    pause: int
+
+
 @dataclass
 class _Utterance:
     frames: asyncio.Queue = field(default_factory=lambda: asyncio.Queue())
@@ -301,13 +311,24 @@ class CascadeListening(TurnModelListening):
     def _ask_hypothesis(self, utterance: _Utterance) -> None:
         """A pause: ask the recogniser (when it can say) what was said so far; the turn does not
         end (before the maximum) until the answer is in."""
-        hint = getattr(utterance.stream, "hint_pause", None)
-        if hint is None:
+        if getattr(utterance.stream, "hint_pause", None) is None:
             return
-        pause = utterance.pauses
-        if hint(lambda text, logprob=None: self._on_pause_hypothesis(utterance, pause, text, logprob)):
-            utterance.hint_pending = True
-            self._endpoint_ms = max(self._endpoint_ms, self._turn.endpointing_max_ms)
+        utterance.hint_pending = True
+        self._endpoint_ms = max(self._endpoint_ms, self._turn.endpointing_max_ms)
+        utterance.frames.put_nowait(_AskAtPause(utterance.pauses))  # asked by _hint, in order
+
+    def _hint(self, utterance: _Utterance, stream: STTStream, pause: int) -> None:
+        """Ask for the hypothesis of ``pause`` now that the stream has all the audio before it."""
+        if pause != utterance.pauses:
+            return  # the caller spoke again: that pause is over (and no longer waited for)
+        on_text = lambda text, logprob=None: self._on_pause_hypothesis(utterance, pause, text, logprob)  # noqa: E731
+        if stream.hint_pause(on_text):  # type: ignore[attr-defined]
+            return
+        utterance.hint_pending = False  # it cannot say (too little audio): the words so far decide
+        if utterance is self._utterance:
+            self._endpoint_ms = self._endpoint_for(utterance)
+            if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+                self._end_utterance(utterance)
 
     def _on_pause_hypothesis(
         self, utterance: _Utterance, pause: int, text: str, logprob: float | None = None
@@ -340,6 +361,9 @@ class CascadeListening(TurnModelListening):
                 frame = await utterance.frames.get()
                 if frame is None:
                     break
+                if type(frame) is _AskAtPause:
+                    self._hint(utterance, stream, frame.pause)
+                    continue
                 await stream.push(frame)
             if utterance.final_text is not None:  # the pause's hypothesis heard it all: no second decode
                 text = utterance.final_text.strip()

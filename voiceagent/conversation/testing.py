@@ -63,6 +63,7 @@ class _HintingStream(_ScriptedStream):
             self.text = self.owner.next_text()
         asyncio.get_running_loop().call_soon(on_text, self.text, -0.2)
         self.owner.hints += 1
+        self.owner.hint_frames.append(self.frames)
         return True
 
     async def finish(self) -> str:
@@ -81,6 +82,7 @@ class ScriptedSTT:
         self.interim_after = interim_after
         self.on_demand = on_demand
         self.hints = 0  # hypotheses asked for
+        self.hint_frames: list[int] = []  # frames the stream had been given when each was asked
         self.fail_open = 0  # how many next opens fail
         self.fail_push = False
         self.opened = 0

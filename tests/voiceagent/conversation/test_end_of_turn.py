@@ -123,3 +123,42 @@ async def test_an_unsure_model_ends_the_turn_between_the_pause_and_the_rules_wai
 async def test_a_failed_or_refused_model_leaves_the_lexical_rule():
     assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(None)) == 500
     assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.97, refuse=True)) == 500
+
+
+async def test_the_pause_hypothesis_hears_every_frame_before_the_pause_even_in_a_burst():
+    """Frames reach the recogniser on the utterance's task, behind the VAD. When they come in a
+    burst (a loaded loop, a network batch, a batched VAD's verdicts), the hypothesis asked at the
+    pause must still cover the last words: it may become the final transcript."""
+    stt = ScriptedSTT(["can I talk to a real person"], on_demand=True)
+    conv = Conversation(
+        "burst",
+        scenario="desk",
+        directory=StaticDirectory(AGENTS, SCENARIO, make_registry()),
+        store=InMemorySessionStore(),
+        stt=stt,
+        tts=InstantTTS(),
+        chat=ScriptedChat(),
+        vad=EnergyVAD(),
+        config=EngineConfig(
+            silence_timeout_ms=lambda: SETTINGS.endpointing_min_ms, turn_taking=lambda: SETTINGS
+        ),
+    )
+    await conv.start()
+    try:
+        for _ in range(20):  # the greeting
+            await asyncio.sleep(0)
+        for _ in range(10):  # the caller starts; the recogniser's stream opens and keeps up
+            conv.push_audio(TONE)
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        for _ in range(30):  # then the rest of the words and the pause arrive at once
+            conv.push_audio(TONE)
+        for _ in range(10):
+            conv.push_audio(SILENCE)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert stt.hint_frames, "no hypothesis was asked at the pause"
+        assert stt.hint_frames[0] >= 40  # all 40 speech frames (and the preroll) were in it
+    finally:
+        await conv.close()
