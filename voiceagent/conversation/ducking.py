@@ -75,6 +75,8 @@ class CascadeDucking:
 
         def _agent_busy(self) -> bool: ...
 
+        def _ask_in_order(self, utterance: Any, ask: Any) -> None: ...
+
     _duck: _Ducked | None = None
     _stretch_from_ms: int = 0  # speech over the agent before the current stretch (after a restore)
     _stretch_of: Any = None  # the utterance that count belongs to
@@ -151,15 +153,22 @@ class CascadeDucking:
         self.channel._append(Duck(self.session_id, gain_db=gain_db, response_id=rid))
 
     def _ask(self, utterance: Any) -> None:
-        """A hypothesis of everything said so far, when the recogniser can give one on demand."""
+        """A hypothesis of everything said so far, when the recogniser can give one on demand
+        (asked once it has every frame heard so far: the listening side's ``_ask_in_order``)."""
         duck = self._duck
-        hint = getattr(utterance.stream, "hint_pause", None)
-        if duck is None or hint is None:
+        if duck is None or getattr(utterance.stream, "hint_pause", None) is None:
             return
         spoken = utterance.speech_frames
-        if hint(lambda text, logprob=None: self._judge(utterance, spoken, text, logprob)):
-            duck.asking += 1
-            duck.next_ask_ms = utterance.over_agent_ms + ASK_EVERY_MS
+        duck.asking += 1
+        duck.next_ask_ms = utterance.over_agent_ms + ASK_EVERY_MS
+
+        def ask(stream: Any) -> None:
+            if not stream.hint_pause(
+                lambda text, logprob=None: self._judge(utterance, spoken, text, logprob)
+            ):
+                duck.asking -= 1  # it cannot say (too little audio): the next frames ask again
+
+        self._ask_in_order(utterance, ask)
 
     def _judge(self, utterance: Any, spoken: int, text: str, logprob: float | None) -> None:
         """A hypothesis asked when ``spoken`` speech frames had been heard: a word means an

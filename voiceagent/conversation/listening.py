@@ -73,13 +73,14 @@ class AsyncVAD(VADLike, Protocol):
 
 
 @dataclass(frozen=True)
-class _AskAtPause:
-    """In an utterance's frame queue: ask the recogniser what was said, once it has every frame
-    queued before this one (the frames reach it on the utterance's task, behind the VAD: a burst
-    of frames, or a batched VAD's verdicts, would otherwise leave the last words out of the
-    hypothesis that may become the final transcript)."""
+class _InOrder:
+    """In an utterance's frame queue: a question for the recogniser (what was said so far?), asked
+    once it has every frame queued before this one. The frames reach it on the utterance's task,
+    behind the VAD: a burst of frames (a loaded loop, a network batch, a batched VAD's verdicts)
+    would otherwise leave the last words out of a hypothesis that may become the final transcript
+    or decide an interruption."""
 
-    pause: int
+    ask: Callable[[STTStream], None]
 
 
 @dataclass
@@ -315,7 +316,12 @@ class CascadeListening(TurnModelListening):
             return
         utterance.hint_pending = True
         self._endpoint_ms = max(self._endpoint_ms, self._turn.endpointing_max_ms)
-        utterance.frames.put_nowait(_AskAtPause(utterance.pauses))  # asked by _hint, in order
+        pause = utterance.pauses
+        self._ask_in_order(utterance, lambda stream: self._hint(utterance, stream, pause))
+
+    def _ask_in_order(self, utterance: _Utterance, ask: Callable[[STTStream], None]) -> None:
+        """``ask(stream)`` on the utterance's task, once the stream has every frame queued so far."""
+        utterance.frames.put_nowait(_InOrder(ask))
 
     def _hint(self, utterance: _Utterance, stream: STTStream, pause: int) -> None:
         """Ask for the hypothesis of ``pause`` now that the stream has all the audio before it."""
@@ -361,8 +367,8 @@ class CascadeListening(TurnModelListening):
                 frame = await utterance.frames.get()
                 if frame is None:
                     break
-                if type(frame) is _AskAtPause:
-                    self._hint(utterance, stream, frame.pause)
+                if type(frame) is _InOrder:
+                    frame.ask(stream)
                     continue
                 await stream.push(frame)
             if utterance.final_text is not None:  # the pause's hypothesis heard it all: no second decode
