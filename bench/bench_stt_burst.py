@@ -80,10 +80,18 @@ class Burst:
         self.start_at: dict[int, float] = {}
 
     def arrive(self, round_: int, caller: int) -> None:
-        ready = self.ready.setdefault(round_, set())
-        ready.add(caller)
-        if len(ready) == self.callers and round_ not in self.start_at:
-            self.start_at[round_] = time.monotonic() + 0.5
+        self.ready.setdefault(round_, set()).add(caller)
+        self._start_when_ready()
+
+    def leave(self) -> None:
+        """A caller whose conversation ended: the next rounds no longer wait for it."""
+        self.callers -= 1
+        self._start_when_ready()
+
+    def _start_when_ready(self) -> None:
+        for round_, ready in self.ready.items():
+            if len(ready) >= self.callers and round_ not in self.start_at:
+                self.start_at[round_] = time.monotonic() + 0.5
 
     def offset_frames(self, frames: int) -> int:
         return self.longest - frames if self.align == "end" else 0
@@ -157,12 +165,13 @@ async def run_callers(url: str, burst: Burst, lines: list, rounds: int) -> Resul
             await asyncio.wait_for(me.opened, 10.0)
         except Exception as exc:  # counted, never raised: the other callers go on
             res.errors[f"connect failed: {type(exc).__name__}"] += 1
-            burst.callers -= 1
+            burst.leave()
             return
         me.start_sending()
         try:
             await done
         finally:
+            burst.leave()  # done (or closed by the server): the next rounds no longer wait for it
             me.closing = True
             me.hang_up()
         with contextlib.suppress(TimeoutError):  # the close handshake
@@ -206,6 +215,7 @@ def main() -> None:
     parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
     parser.add_argument("--target-s", type=float, help="default: 1.5 (12), 3 (24 or with --hog)")
     parser.add_argument("--server-log", help="the server logs at INFO; its log is copied here")
+    parser.add_argument("--details", type=Path, help="write each caller's turns (said, heard, times) as JSON")
     args = parser.parse_args()
     target = args.target_s or TARGETS_S.get((args.callers, args.hog), 3.0)
     command = ".venv/bin/python bench/bench_stt_burst.py " + " ".join(sys.argv[1:])
@@ -236,6 +246,8 @@ def main() -> None:
         if hogger is not None:
             hogger.kill()
             hogger.join(5)
+    if args.details:
+        args.details.write_text(json.dumps(res.turns, indent=1))
     got = [t["final_s"] for t in res.turns if t["final_s"] is not None]
     expected = args.callers * args.rounds
     per_round = {}

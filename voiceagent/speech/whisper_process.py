@@ -16,7 +16,7 @@ from collections import Counter, deque
 from typing import Any, NamedTuple
 
 from voiceagent.conversation.providers import ProviderError
-from voiceagent.speech.whisper_queue import CAREFUL, Kind
+from voiceagent.speech.whisper_queue import Kind
 
 __all__ = ["Decoded", "QueueStats", "RecognizerProcess", "Skipped"]
 
@@ -98,13 +98,9 @@ class RecognizerProcess:
         self.reader: asyncio.Task | None = None
         self.stats = stats or QueueStats()
 
-    def send(
-        self, request: int, kind: Kind, utterance: int, prompt: bytes, pcm16: bytes, careful: bool = False
-    ) -> None:
-        """Ask for a decode (``utterance`` 0: none to go stale with; ``careful``: speech over the
-        agent, decoded at the 15 s window - see whisper_worker.WINDOWS)."""
-        flags = CAREFUL if careful else 0
-        payload = bytes([kind | flags]) + utterance.to_bytes(4, "little") + len(prompt).to_bytes(4, "little")
+    def send(self, request: int, kind: Kind, utterance: int, prompt: bytes, pcm16: bytes) -> None:
+        """Ask for a decode (``utterance`` 0: none to go stale with)."""
+        payload = bytes([kind]) + utterance.to_bytes(4, "little") + len(prompt).to_bytes(4, "little")
         payload += prompt + pcm16
         assert self.proc.stdin is not None
         self.proc.stdin.write(

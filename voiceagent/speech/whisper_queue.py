@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-__all__ = ["CAREFUL", "DecodeQueue", "Kind", "Request"]
+__all__ = ["DecodeQueue", "Kind", "Request"]
 
 
 class Kind(IntEnum):
@@ -42,9 +42,6 @@ class Kind(IntEnum):
     def urgent(self) -> bool:
         """A caller's turn waits for it (finals, pause hypotheses)."""
         return self is not Kind.INTERIM
-
-
-CAREFUL = 0x80  # added to a request's kind byte on the wire: speech over the agent (whisper_worker)
 
 
 @dataclass

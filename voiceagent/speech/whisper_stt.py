@@ -152,11 +152,7 @@ class WhisperStream:
         pause = _PauseDecode(len(self._audio))
         pause.decoding = loop.create_task(
             self._provider.decode(
-                bytes(self._audio),
-                kind=Kind.PAUSE,
-                utterance=self._utterance,
-                asked=pause.asked,
-                careful=self._over_agent,
+                bytes(self._audio), kind=Kind.PAUSE, utterance=self._utterance, asked=pause.asked
             )
         )
         self._pause = pause
@@ -179,9 +175,7 @@ class WhisperStream:
 
     async def _decode_interim(self, audio: bytes) -> None:
         try:
-            decoded = await self._provider.decode(
-                audio, kind=Kind.INTERIM, utterance=self._utterance, careful=self._over_agent
-            )
+            decoded = await self._provider.decode(audio, kind=Kind.INTERIM, utterance=self._utterance)
             text = decoded.text
             if text and not self._closing and self._on_interim is not None:
                 self._on_interim(text)
@@ -219,7 +213,7 @@ class WhisperStream:
             decoded = await self._pause_answer(at_pause)
             if decoded is None:
                 decoded = await self._provider.decode(
-                    bytes(self._audio), kind=Kind.FINAL, utterance=self._utterance, careful=self._over_agent
+                    bytes(self._audio), kind=Kind.FINAL, utterance=self._utterance
                 )
             text, took, audio, self.logprob = decoded
             self.decode_seconds, self.decoded_seconds = took, audio
@@ -365,19 +359,17 @@ class WhisperSTT:
         kind: Kind = Kind.FINAL,
         utterance: int = 0,
         asked: Callable[[int], None] | None = None,
-        careful: bool = False,
     ) -> Decoded:
         """Decode 16 kHz PCM16 audio. ``kind`` says what for (finals are served first, then pause
         hypotheses, then interims; a final makes its ``utterance``'s queued interims and pauses
         stale: they fail with :class:`~voiceagent.speech.whisper_process.Skipped`); ``asked``
-        gets the request's number once it is queued (to :meth:`promote` it); ``careful``: speech
-        over the agent, decoded at the longer encoder window (whisper_worker.WINDOWS)."""
+        gets the request's number once it is queued (to :meth:`promote` it)."""
         recognizer = await self._ensure_recognizer()
         request = next(self._ids)
         future: asyncio.Future[Decoded] = asyncio.get_running_loop().create_future()
         recognizer.pending[request] = future
         hint = (self.prompt if prompt is None else prompt).encode("utf-8")
-        recognizer.send(request, kind, utterance, hint, pcm16, careful)
+        recognizer.send(request, kind, utterance, hint, pcm16)
         if asked is not None:
             asked(request)
         # Generous: ~0.2 s of one core per utterance; a crowd shares ``workers`` cores.

@@ -18,12 +18,11 @@ Wire format (private to this module and :mod:`voiceagent.speech.whisper_process`
 
 Decoding choices, measured on synthetic callers (bench/bench_offline_speech.py, and the
 corpus decoded alone with the vocabulary prompt, CPU seconds of one core per utterance):
-- The encoder's window is 7.5 or 10 s for short utterances, 15 s up to 13.5 s, 30 s past it:
-  7.5/10 s measured WER 0.049 at 0.173 s against 0.060 at 0.270 s for 15 s (2 voices x 32 lines x
-  2 rates). Speech over the agent is decoded at 15 s (the request's :data:`CAREFUL` flag): the
-  short windows made Whisper sure of words it writes for babble, which the turn-taking rules rely
-  on it being unsure of (:data:`WINDOWS`). (A window hardly longer than the speech made the
-  decoder loop on the text: WER 0.3-1.2.)
+- The encoder's window is 15 s (30 s past 13.5 s). Windows of 7.5 and 10 s for short utterances
+  measured WER 0.049 at 0.173 s against 0.060 at 0.270 s (2 voices x 32 lines x 2 rates), but
+  made Whisper sure of words it writes for babble, which the turn-taking rules rely on it being
+  unsure of (:data:`WINDOWS`). (A window hardly longer than the speech made the decoder loop on
+  the text: WER 0.3-1.2.)
 - Batched decoding (several utterances in one ``generate`` call, :meth:`Recognizer.transcribe_batch`)
   gives the same text but cost 5 % more CPU per utterance in batches of 4 (16 % at 12, with no
   prompt) on this 2-core machine: tiny.en in int8 is not held back by per-call overhead, so
@@ -58,17 +57,19 @@ from typing import Any, Final
 import numpy as np
 
 from voiceagent.speech.log_mel import SAMPLE_RATE, log_mel
-from voiceagent.speech.whisper_queue import CAREFUL, DecodeQueue, Kind, Request
+from voiceagent.speech.whisper_queue import DecodeQueue, Kind, Request
 
 SHORT_WINDOW: Final = 1500  # frames (15 s)
 FULL_WINDOW: Final = 3000  # frames (30 s): Whisper's own window, the most it hears at once
 SHORT_MAX_S: Final = 13.5
-# frames: 7.5 or 10 s for a short utterance (a third less CPU, and lower WER), 15 s up to
-# SHORT_MAX_S. An utterance said over the agent is decoded ``careful``ly, at 15 s: the shorter
-# windows changed Whisper's confidence on babble over the agent - what it had scored as a guess
+# frames: 15 s for every utterance up to SHORT_MAX_S. Shorter windows (7.5 and 10 s) cost a third
+# less CPU, but changed Whisper's confidence: on babble over the agent what it had scored as a guess
 # (GUESS_LOGPROB) came back sure, and the room's voices took the turn
-# (tests/calls/test_browser_turn_taking.py::test_words_whisper_only_guesses_...).
-WINDOWS: Final = (750, 1000, SHORT_WINDOW)
+# (tests/calls/test_browser_turn_taking.py::test_words_whisper_only_guesses_...); and on callers'
+# own words it came back less sure (flite slt "How are you today?": -0.29 at 15 s, -0.67 at 7.5 s),
+# which makes the end of turn wait longer (turn_taking.endpoint_ms, calibrated at 15 s). Tried again
+# on 2026-11-28 for callers only (speech over the agent at 15 s) and withdrawn for that reason.
+WINDOWS: Final = (SHORT_WINDOW,)
 WINDOW_MARGIN_S: Final = 2.0
 NO_SPEECH: Final = 0.6
 LOW_LOGPROB: Final = -1.0  # mean log-probability per token below which the words are a guess
@@ -102,15 +103,13 @@ def domain_score(text: str, vocabulary: tuple[frozenset[str], frozenset[tuple[st
     return known + joined
 
 
-def window_for(seconds: float, careful: bool = False) -> int:
+def window_for(seconds: float) -> int:
     """Encoder frames for an utterance of ``seconds``: the shortest of :data:`WINDOWS` that leaves
     at least :data:`WINDOW_MARGIN_S` of padding after the audio (the encoder's cost grows faster
     than its window; a window hardly longer than the speech made the decoder loop), 30 s past
-    :data:`SHORT_MAX_S`; ``careful`` (speech over the agent): never under 15 s."""
+    :data:`SHORT_MAX_S`."""
     if seconds > SHORT_MAX_S:
         return FULL_WINDOW
-    if careful:
-        return SHORT_WINDOW
     return next((w for w in WINDOWS if seconds + WINDOW_MARGIN_S <= w / 100), SHORT_WINDOW)
 
 
@@ -160,14 +159,13 @@ class Recognizer:
         return self.transcribe_batch([(pcm16, prompt)], beam)[0]
 
     def transcribe_batch(
-        self, items: list[tuple[np.ndarray, str]], beam: int = BEAM, frames: int = 0
+        self, items: list[tuple[np.ndarray, str]], beam: int = BEAM
     ) -> list[tuple[str, float]]:
-        """Several utterances (of one encoder window, ``frames``, by default :func:`window_for`'s)
-        in ONE ``generate`` call: CTranslate2 encodes and searches them together, far cheaper than
-        one call each when a crowd stops speaking at once. Each answer is what
-        :meth:`transcribe_scored` would say."""
+        """Several utterances (of one encoder window: see :func:`window_for`) in ONE ``generate``
+        call: CTranslate2 encodes and searches them together, far cheaper than one call each when
+        a crowd stops speaking at once. Each answer is what :meth:`transcribe_scored` would say."""
         seconds = [len(pcm) / SAMPLE_RATE for pcm, _ in items]
-        frames = frames or max(window_for(s) for s in seconds)
+        frames = max(window_for(s) for s in seconds)
         features = np.stack([log_mel(pcm, frames, self.n_mels) for pcm, _ in items])
         prompts = [list(self.prompt_ids(prompt)) for _, prompt in items]
         longest = max(len(ids) + 10 + int(8 * min(s, 30.0)) for ids, s in zip(prompts, seconds, strict=True))
@@ -233,13 +231,13 @@ def _serve(recognizer: Recognizer, workers: int) -> None:
 
 
 def _request(request: int, payload: bytes) -> Request:
-    """``kind`` (1 byte: 0 final, 1 pause, 2 interim; :data:`CAREFUL` added for speech over the
-    agent), utterance (uint32), prompt length (uint32), prompt, audio."""
-    kind, utterance = Kind(payload[0] & ~CAREFUL), int.from_bytes(payload[1:5], "little")
+    """``kind`` (1 byte: 0 final, 1 pause, 2 interim), utterance (uint32), prompt length (uint32),
+    prompt, audio."""
+    kind, utterance = Kind(payload[0]), int.from_bytes(payload[1:5], "little")
     size = int.from_bytes(payload[5:9], "little")
     prompt = payload[9 : 9 + size].decode("utf-8", "replace")
     pcm = np.frombuffer(payload[9 + size :], dtype="<i2")
-    window = window_for(len(pcm) / SAMPLE_RATE, careful=bool(payload[0] & CAREFUL))
+    window = window_for(len(pcm) / SAMPLE_RATE)
     return Request(request, kind, utterance, window, (pcm, prompt))
 
 
@@ -254,7 +252,7 @@ def _decode_loop(
         waiting = len(batch) + queue.depth(urgent_only=True)
         beam = 1 if batch[0].kind.urgent and waiting > GREEDY_DEPTH * workers else BEAM
         try:
-            answers = recognizer.transcribe_batch([r.payload for r in batch], beam, batch[0].window)
+            answers = recognizer.transcribe_batch([r.payload for r in batch], beam)
         except Exception as exc:  # one bad batch never takes the recogniser down
             for r in batch:
                 send(f"E {r.id} {type(exc).__name__}: {exc}")

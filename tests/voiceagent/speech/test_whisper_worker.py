@@ -99,20 +99,3 @@ async def test_a_turn_that_ends_in_its_pause_gets_the_pause_decode_not_a_second_
     assert stream.hint_pause(lambda text, logprob: None)
     await stream.push(espeak_16k("and my wallet", "en-us+f3", 150))
     assert "wallet" in (await stream.finish()).lower()
-
-
-def test_speech_over_the_agent_is_decoded_at_the_long_window_and_the_rest_at_a_short_one():
-    """Short windows cost a third less CPU and hear callers as well, but make Whisper sure of babble
-    over the agent (the turn-taking rules need it unsure of that): the flag on the wire decides."""
-    from voiceagent.speech.whisper_queue import CAREFUL
-    from voiceagent.speech.whisper_worker import SHORT_WINDOW, _request
-
-    assert window_for(2.0) == 750 and window_for(7.0) == 1000 and window_for(9.0) == SHORT_WINDOW
-    assert window_for(2.0, careful=True) == SHORT_WINDOW
-
-    def payload(kind: int) -> bytes:
-        return bytes([kind]) + (7).to_bytes(4, "little") + (0).to_bytes(4, "little") + bytes(32000)
-
-    plain, careful = _request(1, payload(Kind.PAUSE)), _request(2, payload(Kind.PAUSE | CAREFUL))
-    assert plain.kind is Kind.PAUSE and careful.kind is Kind.PAUSE and careful.utterance == 7
-    assert (plain.window, careful.window) == (750, SHORT_WINDOW)
