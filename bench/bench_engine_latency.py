@@ -5,10 +5,11 @@ the figures are the engine's own cost:
 
 - turn latency: end-of-turn decision (VAD silence reached) -> first ``Audio`` event read by the
   transport side; target p50 <= 5 ms, p99 <= 20 ms;
-- barge-in: the speech frame over the agent's audio that makes it an interruption (the one reaching
-  ``min_interruption_ms``, 300 ms: shorter sounds never stop the agent) -> the agent's audio stopping
-  as read by the transport side: the ``Duck`` (lowered gain until the words are known,
-  voiceagent/conversation/ducking.py) or a ``StopAudio``; target p99 <= one VAD frame (20 ms) + 5 ms.
+- barge-in: the speech frame over the agent's audio that makes it give way (the one reaching
+  ``DUCK_AFTER_MS``, 180 ms, or ``min_interruption_ms`` if shorter: shorter sounds never touch the
+  agent) -> the agent's audio giving way as read by the transport side: the ``Duck`` (lowered gain
+  until the words are known, voiceagent/conversation/ducking.py) or a ``StopAudio``; target p99 <=
+  one VAD frame (20 ms) + 5 ms.
 
 Every conversation streams 20 ms frames in real time; callers start at random offsets within the
 first second and speak for 0.3-1.2 s, so turn ends are spread as on a real service (all
@@ -32,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from voiceagent.conversation.ducking import DUCK_AFTER_MS
 from voiceagent.conversation.engine import Conversation, EngineConfig
 from voiceagent.conversation.session import InMemorySessionStore
 from voiceagent.conversation.specs import AgentSpec, ScenarioSpec
@@ -51,7 +53,7 @@ TONE = (np.sin(np.arange(FRAME) * 2 * np.pi * 300 / RATE) * 8000).astype("<i2").
 SILENCE = bytes(FRAME * 2)
 SILENCE_MS = 300
 # speech over the agent shorter than this is a cough or a quick "yeah" and does not stop it (issue 16)
-INTERRUPTION_FRAMES = TurnTaking().min_interruption_ms // FRAME_MS
+INTERRUPTION_FRAMES = min(DUCK_AFTER_MS, TurnTaking().min_interruption_ms) // FRAME_MS
 
 
 def make_conversation(i: int, registry: ToolRegistry, store: InMemorySessionStore) -> Conversation:

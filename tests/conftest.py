@@ -14,6 +14,20 @@ if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files that start servers or browsers first, the quick ones after: pytest-xdist hands files
+    to its workers in this order (``--dist loadfile``), and a slow file handed out last kept one
+    worker busy for minutes while the other had nothing left (CI on 2 cores)."""
+    rank = {}
+    for item in items:
+        path = str(item.fspath)
+        if item.get_closest_marker("browser") or item.get_closest_marker("slow"):
+            rank[path] = min(rank.get(path, 2), 0 if item.get_closest_marker("browser") else 1)
+        else:
+            rank.setdefault(path, 2)
+    items.sort(key=lambda item: rank[str(item.fspath)])  # stable: a file's tests stay together
+
+
 @pytest.fixture
 def api_client():
     from rest_framework.test import APIClient

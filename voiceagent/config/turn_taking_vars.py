@@ -41,8 +41,9 @@ TURN_TAKING: tuple[Var, ...] = (
         "MIN_INTERRUPTION_MS",
         "300",
         integer(0, 5000),
-        "Speech over the agent must last this long before the agent is ducked (-20 dB) while the "
-        "recogniser says what it was; a cough or click never touches it. A backchannel or noise "
+        "Speech over the agent must last this long before its words stop the agent; from 180 ms "
+        "(or this, if shorter) the agent is ducked (-20 dB) while the recogniser says what it was, "
+        "so a cough or click never touches it. A backchannel or noise "
         '("uh-huh", "okay") restores it where it was; a word that is not one (or 1.2 s of speech) '
         "stops it",
         group="turn-taking",

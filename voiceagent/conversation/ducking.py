@@ -2,16 +2,18 @@
 
 Why: stopping the agent at ``min_interruption_ms`` of speech over it and waiting for the final
 transcript cost the caller 1-2 s of silence after an "mm hmm", then the interrupted clause said
-again from its start. Now, at that threshold, the agent's audio is *ducked*
+again from its start. Now, at :data:`DUCK_AFTER_MS` of speech (or ``min_interruption_ms`` when
+that is shorter), the agent's audio is *ducked*
 (:data:`DUCK_GAIN_DB`, a :class:`~voiceagent.conversation.events.Duck` event every transport
 applies to what it has not played) and keeps going on the playback clock, while the recogniser is
 asked what was said at once and then every :data:`ASK_EVERY_MS` of further speech, and once the
 caller falls quiet (:data:`QUIET_MS`):
 
 - a hypothesis with a word that is no backchannel (nor noise, a hallucination, a guess, voices in
-  the background), or more than :data:`BACKCHANNEL_MAX_MS` of speech over the agent, is a real
-  interruption: the answer is held as before (queued audio purged, ``StopAudio``), the words
-  heard counted up to the duck (a ducked agent under the caller's voice was not heard);
+  the background) once the speech has lasted ``min_interruption_ms``, or more than
+  :data:`BACKCHANNEL_MAX_MS` of speech over the agent, is a real interruption: the answer is
+  held as before (queued audio purged, ``StopAudio``), the words heard counted up to the duck (a
+  ducked agent under the caller's voice was not heard);
 - a backchannel or noise, once the caller is quiet, restores the gain (``Duck(0)``): no gap,
   nothing said twice;
 - an utterance that ends first is judged on its final transcript as before
@@ -34,9 +36,20 @@ if TYPE_CHECKING:
     from voiceagent.conversation.echo import EchoReference
     from voiceagent.conversation.turn_taking import TurnTaking
 
-__all__ = ["ASK_EVERY_MS", "BACKCHANNEL_MAX_MS", "DUCK_GAIN_DB", "QUIET_MS", "CascadeDucking"]
+__all__ = [
+    "ASK_EVERY_MS",
+    "BACKCHANNEL_MAX_MS",
+    "DUCK_AFTER_MS",
+    "DUCK_GAIN_DB",
+    "QUIET_MS",
+    "CascadeDucking",
+]
 
 DUCK_GAIN_DB = -20.0  # the agent under a caller whose words are not known yet: heard, not in the way
+# speech over the agent this long ducks it (or min_interruption_ms, when that is shorter): the caller
+# hears the agent give way within ~0.25 s of their onset (bench_turn_taking seed 16: stop p50 646 ->
+# 230 ms against ducking at MIN_INTERRUPTION_MS = 300); a 150 ms noise burst never reaches it
+DUCK_AFTER_MS = 180
 BACKCHANNEL_MAX_MS = 1200  # speech over the agent this long (from its onset) is no "uh-huh"
 ASK_EVERY_MS = 200  # while ducked and the caller speaks: another hypothesis after this much speech
 QUIET_MS = 80  # the caller has stopped: a hypothesis of everything said, to restore on
@@ -49,6 +62,7 @@ class _Ducked:
     onset_ms: int  # the utterance's speech over the agent before this stretch began
     next_ask_ms: int  # its speech over the agent at which to ask again
     asking: int = 0  # hypotheses in flight
+    word: bool = False  # a hypothesis held a word before min_interruption_ms of speech
 
 
 class CascadeDucking:
@@ -90,13 +104,16 @@ class CascadeDucking:
         stretch = utterance.over_agent_ms - self._stretch_from_ms
         duck = self._duck
         if duck is None:
-            if stretch >= self._turn.min_interruption_ms and self._foreground(utterance):
+            duck_at = min(DUCK_AFTER_MS, self._turn.min_interruption_ms)
+            if stretch >= duck_at and self._foreground(utterance):
                 self._begin_duck(utterance, stretch)
             return
         if duck.utterance is not utterance:  # a duck left by an utterance that ended: judged there
             return
         if utterance.over_agent_ms - duck.onset_ms >= BACKCHANNEL_MAX_MS:
             self._interruption(utterance)  # too long for a backchannel, whatever the words
+        elif duck.word and stretch >= self._turn.min_interruption_ms:
+            self._interruption(utterance)  # words, and now long enough to stop the agent
         elif not duck.asking and utterance.over_agent_ms >= duck.next_ask_ms:
             self._ask(utterance)
 
@@ -179,7 +196,10 @@ class CascadeDucking:
         duck.asking -= 1
         text = text.strip()
         if text and not self._over_agent_noise(utterance, text, logprob):
-            self._interruption(utterance)
+            if utterance.over_agent_ms - duck.onset_ms >= self._turn.min_interruption_ms:
+                self._interruption(utterance)
+            else:  # shorter than min_interruption_ms: it stops the agent once it is that long
+                duck.word = True
         elif utterance.speech_frames == spoken and (self._silence_ms or self._utterance is not utterance):
             self._restore_duck()
 

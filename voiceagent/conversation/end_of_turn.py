@@ -26,6 +26,13 @@ with less), and the two decide:
 - without a model answer (none configured, missing, failed, its queue full): the lexical rule
   alone, as before.
 
+Tried and withdrawn (2026-11-28): letting a sure model (>= :data:`COMPLETE`) cut the wait for
+complete-sounding words the recogniser is unsure of down to ``VAD_SILENCE_TIMEOUT`` (espeak's
+"hello there" comes back as "Hello there." at -1.04 and waits the maximum). bench_turn_taking
+seed 16 (webrtc, 40 a category): premature ends 0 -> 10 %: at 8 kHz "the number is ..." comes
+back as "No, I mean." / "I'm worried." (-0.6 and below) and the model scores those pauses
+0.88-0.93 complete - the recogniser's doubt is the only thing that catches them.
+
 The words are waited for whenever the recogniser was asked (``hint_pending``): the model never
 ends a turn on audio alone while a hypothesis is on its way, so the decision comes when both are
 in: ~100 ms + the recogniser's decode, instead of ``VAD_SILENCE_TIMEOUT`` at the earliest.

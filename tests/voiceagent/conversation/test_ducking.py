@@ -98,3 +98,32 @@ async def test_a_sound_shorter_than_the_threshold_neither_ducks_nor_stops_the_ag
         await h.idle(timeout=8)
     assert not h.of("Duck") and not h.of("StopAudio")
     assert abs(answer_audio_s(h, rid) - 4.0) < 1e-6
+
+
+async def test_the_duck_comes_at_duck_after_ms_and_words_stop_the_agent_at_min_interruption_ms():
+    """The caller hears the agent give way ~0.2 s into their speech; what they say stops it only
+    once it has lasted MIN_INTERRUPTION_MS (300), as before the duck existed."""
+    from voiceagent.conversation.ducking import DUCK_AFTER_MS
+
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    texts = ["tell me a story", "wait stop I need something else"]
+    async with Harness(script=[STORY, "Of course."], texts=texts, tts=tts) as h:
+        h.stt.on_demand = True  # the duck's hypothesis has the words at once
+        h.stt.interim_after = 10**9
+        await talking(h)
+        ducked_at = stopped_at = None
+        for frame in range(1, 40):
+            h.conv.push_audio(TONE, 16000)
+            await asyncio.sleep(0.02)
+            if ducked_at is None and h.of("Duck"):
+                ducked_at = frame
+            if stopped_at is None and h.of("StopAudio"):
+                stopped_at = frame
+        for _ in range(20):  # then quiet: the turn ends
+            h.conv.push_audio(SILENCE, 16000)
+            await asyncio.sleep(0.02)
+        await h.idle(timeout=8)
+    minimum = h.conv.turn_taking_for(None).min_interruption_ms
+    assert minimum > DUCK_AFTER_MS
+    assert ducked_at is not None and ducked_at <= DUCK_AFTER_MS // 20 + 2  # a frame's slack for the VAD
+    assert stopped_at is not None and stopped_at >= minimum // 20  # never before MIN_INTERRUPTION_MS

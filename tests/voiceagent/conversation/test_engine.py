@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from enginekit import AGENTS, RATE, SILENCE, TONE, Harness
 
-from voiceagent.conversation.ducking import BACKCHANNEL_MAX_MS, DUCK_GAIN_DB
+from voiceagent.conversation.ducking import BACKCHANNEL_MAX_MS, DUCK_AFTER_MS, DUCK_GAIN_DB
 from voiceagent.conversation.providers import ChatChunk, ProviderError
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.testing import InstantTTS
@@ -197,7 +197,8 @@ async def test_barge_in_is_synchronous_with_the_frame():
         h.speak()
         await h.until(lambda h: h.of("Audio") and h.conv.loop_time() < h.conv.playback_end)
         await asyncio.sleep(0.05)
-        needed = h.conv.turn_taking_for(None).min_interruption_ms // 20  # MIN_INTERRUPTION_MS of speech
+        minimum = h.conv.turn_taking_for(None).min_interruption_ms
+        needed = min(DUCK_AFTER_MS, minimum) // 20  # the speech that ducks the agent (no words known)
         queued = lambda kind: [e for e in [*h.conv.channel._items, *h.events] if e.kind == kind]  # noqa: E731
         for _ in range(needed - 1):
             h.conv._on_frame(TONE)
