@@ -19,6 +19,15 @@ caller falls quiet (:data:`QUIET_MS`):
 - an utterance that ends first is judged on its final transcript as before
   (:meth:`~voiceagent.conversation.listening.CascadeListening._heard`).
 
+Tried and withdrawn (2026-11-28, twelfth session): an unsure hypothesis (mean token log-probability
+under -0.7) of a short utterance over the agent taken for a guess at a backchannel (Whisper writes
+espeak's "mm-hmm" on a phone line as "and then them." at -0.85 without the vocabulary prompt). On
+bench_turn_taking seed 17 (webrtc, 40 a category) it left the one stopped "mm-hmm" as it was (with
+the prompt its hypothesis is surer) and the agent ignored two real interruptions on echoed lines
+("No. My card was stolen.", "I have a different question.": answered 100 -> 95 %), the first
+version also when the caller went on after the agent stopped. A caller who is not answered is
+worse than an agent that stops for an "mm-hmm".
+
 A recogniser without hypotheses on demand (``hint_pause``) decides through its interims, its final
 transcript and the length rule. A ``StopAudio`` ends a duck on every wire; any other end of one
 (the verdict, a new response) sends ``Duck(0)``.

@@ -9,9 +9,9 @@ The recogniser is asked what was said at ``pause_hint_ms`` of silence (100 ms), 
 ``turn_model_ms`` (160 ms: it was trained on turns ending ~0.2 s into the silence and judges worse
 with less), and the two decide:
 
-- the words are unfinished (or the recogniser unsure of them): the lexical rule's wait, whatever
-  the model says (on synthetic voices it hears "my card number is" or "my code is four" as
-  complete as often as not);
+- the words are unfinished (or, on a telephone band, the recogniser unsure of them): the lexical
+  rule's wait, whatever the model says (on synthetic voices it hears "my card number is" or "my
+  code is four" as complete as often as not);
 - the words sound complete: the model's probability that the turn is complete sets the wait, from
   "now" (the model's own pause, at :data:`COMPLETE` and above) to ``VAD_SILENCE_TIMEOUT`` (just
   above :data:`DOUBTFUL`), in proportion between the two. More conservative than Pipecat's use of
@@ -26,12 +26,15 @@ with less), and the two decide:
 - without a model answer (none configured, missing, failed, its queue full): the lexical rule
   alone, as before.
 
-Tried and withdrawn (2026-11-28): letting a sure model (>= :data:`COMPLETE`) cut the wait for
-complete-sounding words the recogniser is unsure of down to ``VAD_SILENCE_TIMEOUT`` (espeak's
-"hello there" comes back as "Hello there." at -1.04 and waits the maximum). bench_turn_taking
-seed 16 (webrtc, 40 a category): premature ends 0 -> 10 %: at 8 kHz "the number is ..." comes
-back as "No, I mean." / "I'm worried." (-0.6 and below) and the model scores those pauses
-0.88-0.93 complete - the recogniser's doubt is the only thing that catches them.
+A sure model and doubted words: on a full-band line only. Letting a sure model (>=
+:data:`COMPLETE`) outweigh the recogniser's doubt about complete-sounding words on every line (espeak's
+"hello there" comes back as "Hello there." at -1.04 and waited the maximum) made 10 % of seed 16's
+pauses end early (bench_turn_taking, webrtc, 40 a category): at 8 kHz "the number is ..." comes back
+as "No, I mean." / "I'm worried." (-0.6 and below) and the model scores those pauses 0.88-0.93
+complete - there the recogniser's doubt is the only thing that catches them. So the line's band is
+heard (:mod:`voiceagent.conversation.line_band`) and the model outweighs the doubt only on a full
+band, and only for words that fit the speech heard (:data:`PLAUSIBLE_WORDS_PER_S`) and do not open
+with a possessive (the two 16 kHz mishearings the full-band override ended early on seeds 16 and 17).
 
 The words are waited for whenever the recogniser was asked (``hint_pending``): the model never
 ends a turn on audio alone while a hypothesis is on its way, so the decision comes when both are
@@ -46,7 +49,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from voiceagent.conversation.providers import TurnModel
-from voiceagent.conversation.turn_taking import TurnTaking, endpoint_ms
+from voiceagent.conversation.turn_taking import (
+    TurnTaking,
+    endpoint_ms,
+    is_hallucination,
+    opens_with_possessive,
+)
 
 __all__ = ["COMPLETE", "DOUBTFUL", "HEARD_FRAMES", "PauseModel", "TurnModelListening", "fused_endpoint_ms"]
 
@@ -55,15 +63,38 @@ logger = logging.getLogger("voiceagent.conversation")
 COMPLETE = 0.8  # the model at least this sure the turn is complete: it ends at the pause
 DOUBTFUL = 0.2  # the model at most this sure: it hears more coming, the wait grows
 HEARD_FRAMES = 400  # 8 s of 20 ms frames: what Smart Turn hears at most
+# words per second of voiced audio a doubted hypothesis may hold for a sure model to outweigh the
+# doubt: a caller's words fit (~2-4), Whisper inventing a sentence for a fragment does not
+# ("the number is" at 16 kHz -> "That's all I'm gonna do.", the model 0.91: seed 16)
+PLAUSIBLE_WORDS_PER_S = 4.5
 
 
 def fused_endpoint_ms(
-    text: str, settings: TurnTaking, logprob: float | None, probability: float | None, asked_at_ms: int
+    text: str,
+    settings: TurnTaking,
+    logprob: float | None,
+    probability: float | None,
+    asked_at_ms: int,
+    wideband: bool = False,
+    voiced_ms: int = 0,
 ) -> int:
     """The silence (ms) that ends the turn after ``text``, given the turn model's ``probability``
     that it is complete (None: no model answer for this pause) asked at ``asked_at_ms`` of
-    silence. Never shorter than the lexical rule when the words are unfinished or unsure."""
+    silence. Never shorter than the lexical rule when the words are unfinished, nor when they are
+    unsure on a telephone band; on a full band (``wideband``) a sure model outweighs the
+    recogniser's doubt about complete-sounding words that fit the ``voiced_ms`` of speech heard and
+    do not open with a possessive (doubted, that is the shape of a misheard subject phrase: "my
+    card number is ..." -> "My card is done." at 16 kHz, the model 0.93: seed 17)."""
     lexical = endpoint_ms(text, settings, logprob)
+    if (
+        wideband
+        and probability is not None
+        and probability >= COMPLETE
+        and lexical > settings.endpointing_min_ms
+        and not is_hallucination(text, voiced_ms, PLAUSIBLE_WORDS_PER_S)
+        and not opens_with_possessive(text)
+    ):
+        lexical = min(lexical, endpoint_ms(text, settings, None))  # the words alone: complete or not
     if probability is None or lexical > settings.endpointing_min_ms:
         return lexical
     if lexical <= asked_at_ms:
@@ -93,6 +124,7 @@ class TurnModelListening:
     _turn: TurnTaking
     _endpoint_ms: int
     _silence_ms: int
+    _line: Any  # LineBand: is the caller on a full-band line
 
     if TYPE_CHECKING:
 
@@ -101,7 +133,10 @@ class TurnModelListening:
     def _endpoint_for(self, utterance: Any) -> int:
         """The silence that ends ``utterance`` now: its words and, for this pause, the model."""
         at_ms, probability = self.config.turn_model_ms, utterance.pause.probability
-        return fused_endpoint_ms(utterance.text, self._turn, utterance.logprob, probability, at_ms)
+        wideband, voiced_ms = bool(self._line.wideband), utterance.voiced_frames * self.config.frame_ms
+        return fused_endpoint_ms(
+            utterance.text, self._turn, utterance.logprob, probability, at_ms, wideband, voiced_ms
+        )
 
     def _ask_turn_model(self, utterance: Any) -> None:
         """A pause: the model hears the utterance so far (in its own thread)."""

@@ -34,6 +34,7 @@ from voiceagent.conversation.core import CoreConfig
 from voiceagent.conversation.echo import EchoReference
 from voiceagent.conversation.end_of_turn import PauseModel, TurnModelListening
 from voiceagent.conversation.events import Error, EventChannel, Transcript
+from voiceagent.conversation.line_band import LineBand
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.timing import TurnClock
@@ -164,6 +165,7 @@ class CascadeListening(TurnModelListening):
         self._resamplers: dict[int, Any] = {}
         self._chunk = bytearray()
         self._echo = EchoReference()
+        self._line = LineBand()  # full band or a telephone line: how far the recogniser's doubt counts
         self._caller_db: float | None = None  # the caller's speaking level, learnt from their turns
         self._turn = TurnTaking()  # refreshed when listening begins and at each utterance
         self._endpoint_ms = self._turn.endpointing_min_ms
@@ -271,6 +273,8 @@ class CascadeListening(TurnModelListening):
                 self._endpoint_ms = self._endpoint_for(utterance)
             self._silence_ms = 0
             utterance.speech_frames += 1
+            if self._line.wideband is None:
+                self._line.observe(frame)  # any echo in it came back over the same line
             power = 10.0 ** (level / 10.0)
             utterance.power += power
             if self._held is None and self._agent_busy():  # talking over the agent

@@ -61,7 +61,7 @@ class _HintingStream(_ScriptedStream):
     def hint_pause(self, on_text: Callable[[str, float | None], None]) -> bool:
         if self.text is None:
             self.text = self.owner.next_text()
-        asyncio.get_running_loop().call_soon(on_text, self.text, -0.2)
+        asyncio.get_running_loop().call_soon(on_text, self.text, self.owner.logprob)
         self.owner.hints += 1
         self.owner.hint_frames.append(self.frames)
         return True
@@ -72,13 +72,21 @@ class _HintingStream(_ScriptedStream):
 
 class ScriptedSTT:
     """Returns the scripted texts, one per utterance; ``fail_open``/``fail_push`` simulate failures.
-    ``on_demand``: its streams answer ``hint_pause`` (a hypothesis whenever asked) like Whisper's."""
+    ``on_demand``: its streams answer ``hint_pause`` (a hypothesis whenever asked) like Whisper's,
+    with ``logprob`` as the recogniser's confidence in it."""
 
     name = "scripted-stt"
     sample_rate = 16000
 
-    def __init__(self, texts: Iterable[str] = (), interim_after: int = 3, on_demand: bool = False):
+    def __init__(
+        self,
+        texts: Iterable[str] = (),
+        interim_after: int = 3,
+        on_demand: bool = False,
+        logprob: float = -0.2,
+    ):
         self.texts: deque[str] = deque(texts)
+        self.logprob = logprob
         self.interim_after = interim_after
         self.on_demand = on_demand
         self.hints = 0  # hypotheses asked for

@@ -130,12 +130,13 @@ MAX_WORDS_PER_VOICED_S = 8.0  # fast speech is ~4-6 words per second of voiced a
 LOOPED_WORD_RUN = 4  # the same word this many times in a row: the decoder looping on a sound
 
 
-def is_hallucination(text: str, voiced_ms: int) -> bool:
+def is_hallucination(text: str, voiced_ms: int, max_words_per_s: float = MAX_WORDS_PER_VOICED_S) -> bool:
     """True when ``text`` is more than the voiced audio under it can hold: a recogniser writing
     words for a cough, clicks or a keyboard ("I'm just click click click click ..."): a word looped
-    :data:`LOOPED_WORD_RUN` times in a row, or more words than :data:`MAX_WORDS_PER_VOICED_S` per
-    second of the speech frames the VAD heard (one word is always possible). Used only for sound
-    over the agent, where noise is likelier than a caller's words: the agent goes on."""
+    :data:`LOOPED_WORD_RUN` times in a row, or more words than ``max_words_per_s`` per second of
+    the speech frames the VAD heard (one word is always possible). Used for sound over the agent,
+    where noise is likelier than a caller's words (the agent goes on), and, stricter, before a
+    turn model may outweigh the recogniser's doubt (voiceagent.conversation.end_of_turn)."""
     words = _WORDS.findall(text.lower())
     if not words:
         return False
@@ -145,13 +146,20 @@ def is_hallucination(text: str, voiced_ms: int) -> bool:
         longest = max(longest, run)
     if longest >= LOOPED_WORD_RUN:
         return True
-    return len(words) > max(1.0, MAX_WORDS_PER_VOICED_S * voiced_ms / 1000.0)
+    return len(words) > max(1.0, max_words_per_s * voiced_ms / 1000.0)
 
 
 # Whisper's own "these words are a guess" level: what it writes for a cough, a keyboard or voices in
 # the room ("Thank you.", "That's it.", "One more time.") scores -0.8..-2.5; a caller's words over
 # the agent -0.1..-0.55, 8 kHz included (bench_turn_taking's corpus)
 GUESS_LOGPROB = -1.0
+
+
+def opens_with_possessive(text: str) -> bool:
+    """Does ``text`` open with a possessive ("My card is done.")? The shape of the recogniser's
+    mishearings of a subject phrase the caller paused after (see :data:`SUBJECT_PHRASE_MAX_WORDS`)."""
+    words = _WORDS.findall(text.lower())
+    return bool(words) and words[0] in _POSSESSIVES
 
 
 def is_guess(logprob: float | None) -> bool:

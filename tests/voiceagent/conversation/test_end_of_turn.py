@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from enginekit import AGENTS, SCENARIO, SILENCE, TONE, make_registry
 
@@ -58,17 +59,53 @@ class ScriptedTurnModel:
 )
 def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
     assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS) == expected
+    if logprob >= -0.3:  # sure words: the line's band changes nothing
+        assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, True, 2000) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "logprob", "probability", "expected"),
+    [
+        ("Hello there.", -1.04, 0.95, MODEL_MS),  # a sure model outweighs the doubt: ends at the pause
+        ("Hello there.", -1.04, 0.79, 1600),  # a model not sure enough: the doubt's wait
+        ("Hello there.", -1.04, None, 1600),  # no model answer: the recogniser's doubt alone
+        ("My card number is", -1.04, 0.99, 1600),  # unfinished words: the maximum, whatever the band
+        # more words than the speech heard can hold ("the number is", 0.64 s, at 16 kHz): invented
+        ("That's all I'm gonna do.", -0.9, 0.91, 1600),
+        # doubted words in the shape of a misheard subject phrase ("my card number is ...")
+        ("My card is done.", -0.9, 0.93, 1600),
+    ],
+)
+def test_on_a_full_band_line_a_sure_model_outweighs_the_recognisers_doubt(
+    text, logprob, probability, expected
+):
+    """On a telephone band the recogniser's doubt is what catches its confident mishearings of a
+    fragment ("the number is ..." -> "No, I mean."), so it keeps its wait there whatever the model
+    says; on a full band a sure model ends a complete-sounding turn at the pause, unless the words
+    are more than the speech heard can hold (Whisper invented a sentence for a fragment)."""
+    voiced_ms = 640  # "hello there" or "the number is", fast
+    assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, True, voiced_ms) == expected
+    narrow = fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, False, voiced_ms)
+    assert narrow == fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS)
+    if text not in ("My card number is", "That's all I'm gonna do.", "My card is done."):
+        assert narrow == 1600  # the doubt's wait, as before
 
 
 # --- through the engine ------------------------------------------------------------------------------
-async def _silence_at_end(text: str, model: ScriptedTurnModel | None, speech_frames: int = 40) -> int:
+async def _silence_at_end(
+    text: str,
+    model: ScriptedTurnModel | None,
+    speech_frames: int = 40,
+    stt: ScriptedSTT | None = None,
+    speech: bytes = TONE,
+) -> int:
     """Milliseconds of silence the caller had made when the engine ended their turn."""
     conv = Conversation(
         "eot",
         scenario="desk",
         directory=StaticDirectory(AGENTS, SCENARIO, make_registry()),
         store=InMemorySessionStore(),
-        stt=ScriptedSTT([text]),
+        stt=stt or ScriptedSTT([text]),
         tts=InstantTTS(),
         chat=ScriptedChat(),
         vad=EnergyVAD(),
@@ -82,7 +119,7 @@ async def _silence_at_end(text: str, model: ScriptedTurnModel | None, speech_fra
         for _ in range(20):  # the greeting
             await asyncio.sleep(0)
         for _ in range(speech_frames):
-            conv.push_audio(TONE)
+            conv.push_audio(speech)
             await asyncio.sleep(0)
         assert conv._utterance is not None
         for silent in range(1, 200):
@@ -118,6 +155,22 @@ async def test_the_model_hearing_more_to_come_makes_the_turn_wait_longer():
 
 async def test_an_unsure_model_ends_the_turn_between_the_pause_and_the_rules_wait():
     assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.5)) == 340
+
+
+async def test_a_caller_on_a_full_band_line_is_answered_at_the_pause_despite_the_recognisers_doubt():
+    """The line's band is heard from the caller's speech: a full-band voice (a browser) whose
+    complete-sounding words the recogniser doubts ends at the model's pause when the model is sure;
+    the same words from a telephone-band line (the 440 Hz tone: nothing above 4 kHz) wait for the
+    doubt, as before."""
+    hiss = np.random.default_rng(5).standard_normal(len(TONE) // 2) * 800
+    full_band = (np.frombuffer(TONE, "<i2") + hiss).astype("<i2").tobytes()
+    sure = ScriptedTurnModel(0.97)
+
+    def doubtful() -> ScriptedSTT:
+        return ScriptedSTT(["hello there"], on_demand=True, logprob=-1.04)
+
+    assert await _silence_at_end("hello there", sure, stt=doubtful(), speech=full_band) == MODEL_MS
+    assert await _silence_at_end("hello there", sure, stt=doubtful(), speech=TONE) == 1600
 
 
 async def test_a_failed_or_refused_model_leaves_the_lexical_rule():
