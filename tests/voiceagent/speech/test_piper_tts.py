@@ -118,6 +118,24 @@ async def test_a_barge_in_stops_the_synthesis_and_frees_its_slot():
         await tts.close()
 
 
+def test_synthesis_gives_way_to_recognition_when_they_compete_for_a_core():
+    """Synthesis threads run SYNTHESIS_NICENESS nicer than the process (Linux: per thread), so a
+    burst of callers' transcripts is decoded before the answers of those already heard are voiced."""
+    import os
+    import threading
+
+    from voiceagent.speech.piper_tts import SYNTHESIS_NICENESS
+
+    tts = PiperTTS(pool_size=1)
+    try:
+        here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        there = tts._executor.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        assert SYNTHESIS_NICENESS > 0 and there.result(timeout=10) == min(19, here + SYNTHESIS_NICENESS)
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == here  # the caller's unchanged
+    finally:
+        tts._executor.shutdown()
+
+
 @pytest.mark.parametrize("voice", ["/nonexistent/en_US-nobody.onnx", "no-such-piper-voice"])
 async def test_espeak_takes_over_when_piper_cannot_load(voice, caplog):
     caplog.set_level(logging.WARNING, logger="voiceagent.speech.factory")
