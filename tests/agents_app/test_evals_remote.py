@@ -11,6 +11,7 @@ the phone, and over AudioHook a scripted realtime model's handoff and tool call.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import subprocess
 import sys
@@ -135,18 +136,16 @@ def explain(report) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("transport", ["browser", "phone"])
-def test_a_banking_conversation_passes_over_the_transport(service, tmp_path, transport):
-    """Typed text, speech and keypad over the browser socket; on the phone the same test, its typed
-    turn spoken (a phone has no text). A handoff, tool calls and replies are seen on each."""
-    report = run_on(service, transport, suite(tmp_path, BANKING))
+def test_a_banking_conversation_passes_over_the_phone(service, tmp_path):
+    """The test's typed turn spoken (a phone has no text): a handoff, tool calls and replies over
+    the ACS media stream (the browser: the command's test below, which runs the same file)."""
+    report = run_on(service, "phone", suite(tmp_path, BANKING))
     assert report.ok and report.passed == 1, explain(report)
     (result,) = report.results
     greeting, lost, confirmed, keyed = result.turns
     assert greeting.first_audio_ms is not None and lost.transcript.lower().startswith("i lost my card")
     assert keyed.transcript.startswith("Keypad entry: ")
-    if transport == "phone":
-        assert lost.first_audio_ms is not None  # spoken: the service's transcript came from audio
+    assert lost.first_audio_ms is not None  # spoken: the service's transcript came from audio
 
 
 def test_a_failing_expectation_fails_over_the_browser(service, tmp_path):
@@ -175,11 +174,13 @@ def test_audiohook_runs_on_the_realtime_loop(service, tmp_path, realtime):
     assert any("Keypad entry: 1234" in str(event) for event in typed)
 
 
-def test_the_command_runs_a_file_over_the_browser(service, tmp_path):
-    """``manage.py test_agents --transport browser --url ... --api-key ...``: exit 0, the table."""
+def test_the_command_runs_a_banking_conversation_over_the_browser(service, tmp_path):
+    """``manage.py test_agents --transport browser --url ... --api-key ...``: typed text, speech and
+    keypad over the browser socket, a handoff, tool calls and replies seen; exit 0, the table, the
+    JUnit and JSON reports."""
     path = tmp_path / "remote.yaml"
     path.write_text(BANKING)
-    junit = tmp_path / "junit.xml"
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.json"
     done = subprocess.run(
         [
             sys.executable,
@@ -194,6 +195,8 @@ def test_the_command_runs_a_file_over_the_browser(service, tmp_path):
             service.api_key,
             "--junit",
             str(junit),
+            "--json",
+            str(report),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -203,6 +206,10 @@ def test_the_command_runs_a_file_over_the_browser(service, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "a lost card, verified by the demo caller and the keypad" in done.stdout
     assert 'failures="0"' in junit.read_text()
+    (test,) = json.loads(report.read_text())["tests"]
+    greeting, lost, confirmed, keyed = test["turns"]
+    assert greeting["first_audio_ms"] is not None and lost["transcript"].lower().startswith("i lost my card")
+    assert keyed["transcript"].startswith("Keypad entry: ")
 
 
 def test_the_service_log_is_clean(service):
