@@ -28,27 +28,30 @@ __all__ = ["FRAMES_TO_DECIDE", "HIGH_BAND_SHARE", "LineBand"]
 FRAMES_TO_DECIDE: Final = 25  # 0.5 s of the caller's speech in 20 ms frames: a first "hello there"
 HIGH_BAND_SHARE: Final = 1e-5  # above this share of power over 4 kHz (-50 dB): a full-band line
 _CUTOFF_HZ: Final = 4000.0
-_RATE: Final = 16000
 
 
 class LineBand:
-    """Accumulates the caller's speech frames (16 kHz PCM16) until it can say which line it is."""
+    """Accumulates the caller's speech frames (PCM16 at ``rate``, the rate the conversation listens
+    at) until it can say which line it is. At 8 kHz or less there is no band above 4 kHz to hear:
+    a telephone band from the start."""
 
-    __slots__ = ("_frames", "_high", "_total", "wideband")
+    __slots__ = ("_frames", "_high", "_rate", "_total", "wideband")
 
-    def __init__(self) -> None:
-        self.wideband: bool | None = None  # None until FRAMES_TO_DECIDE frames were heard
+    def __init__(self, rate: int = 16000) -> None:
+        self._rate = rate
+        # None until FRAMES_TO_DECIDE frames were heard
+        self.wideband: bool | None = None if rate > 2 * _CUTOFF_HZ else False
         self._frames = 0
         self._high = 0.0
         self._total = 0.0
 
     def observe(self, frame: bytes) -> None:
-        """One 16 kHz frame of the caller's speech (not the agent's echo); free once decided."""
+        """One frame the VAD called the caller's speech; free once decided."""
         if self.wideband is not None or len(frame) < 64:
             return
         x = np.frombuffer(frame, "<i2").astype(np.float32)
         power = np.abs(np.fft.rfft(x * _window(len(x)))) ** 2
-        split = int(_CUTOFF_HZ * len(x) / _RATE) + 1
+        split = int(_CUTOFF_HZ * len(x) / self._rate) + 1
         self._high += float(power[split:].sum())
         self._total += float(power.sum())
         self._frames += 1

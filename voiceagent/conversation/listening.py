@@ -165,7 +165,7 @@ class CascadeListening(TurnModelListening):
         self._resamplers: dict[int, Any] = {}
         self._chunk = bytearray()
         self._echo = EchoReference()
-        self._line = LineBand()  # full band or a telephone line: how far the recogniser's doubt counts
+        self._line = LineBand(config.sample_rate)  # full band or a telephone line: how far doubt counts
         self._caller_db: float | None = None  # the caller's speaking level, learnt from their turns
         self._turn = TurnTaking()  # refreshed when listening begins and at each utterance
         self._endpoint_ms = self._turn.endpointing_min_ms

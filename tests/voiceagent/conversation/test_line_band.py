@@ -51,3 +51,10 @@ def test_undecided_until_half_a_second_of_speech_then_no_more_work():
     assert band.wideband is True
     _hear(band, _through_a_phone_line(_voice(2.0)))  # decided once per conversation
     assert band.wideband is True and band._frames == FRAMES_TO_DECIDE
+
+
+def test_listening_at_8_khz_is_a_telephone_band_from_the_start():
+    band = LineBand(8000)
+    assert band.wideband is False
+    _hear(band, _voice(1.0)[::2])
+    assert band.wideband is False and band._frames == 0
