@@ -132,6 +132,9 @@ def scenario_record(spec: ScenarioSpec) -> dict[str, Any]:
             {"from": h.from_agent, "to": h.to_agent, "tool": h.tool, "type": h.type} for h in spec.handoffs
         ],
         "agent_defaults": dict(spec.agent_defaults),
+        "transfer_target": spec.transfer_target,
+        "recording": spec.recording,
+        "recording_announcement": spec.recording_announcement,
         "source": spec.source,
         "session_id": spec.session_id,
     }
@@ -148,6 +151,9 @@ def scenario_from_record(data: dict[str, Any]) -> ScenarioSpec:
             for h in data.get("handoffs", [])
         ),
         agent_defaults=dict(data.get("agent_defaults") or {}),
+        transfer_target=data.get("transfer_target") or None,
+        recording=data.get("recording"),
+        recording_announcement=data.get("recording_announcement") or "",
         source=data.get("source", "session"),
         session_id=data.get("session_id"),
     )
@@ -165,6 +171,9 @@ def spec_from_scenario_row(row: Scenario) -> ScenarioSpec:
         description=row.description,
         handoffs=tuple(HandoffSpec(h.from_agent, h.to_agent, h.tool, h.type) for h in row.handoffs.all()),  # type: ignore[arg-type]
         agent_defaults=dict(row.agent_defaults or {}),
+        transfer_target=row.transfer_target or None,
+        recording=row.recording,
+        recording_announcement=row.recording_announcement,
         source=row.source,  # type: ignore[arg-type]
         origin=row.origin or "admin",
     )
@@ -217,9 +226,25 @@ def sync_files(root: Path = FIXTURES_ROOT) -> LoadResult:
         log = logger.error if problem.level == "error" else logger.warning
         log("definition problem: %s", problem)
     with transaction.atomic():
+        _one_writer_at_a_time()
         _sync_agents(result)
         _sync_scenarios(result)
     return result
+
+
+# pg_advisory_xact_lock key ("vasy"): held until the sync's transaction ends
+SYNC_LOCK = 0x76617379
+
+
+def _one_writer_at_a_time() -> None:
+    """Every worker of a deployment syncs the same files when it starts: without this, two workers
+    on PostgreSQL both found no row for an agent and both inserted it (one failed on
+    ``agent_name_ci_unique`` and served no agents). SQLite's transactions already begin
+    ``IMMEDIATE`` (one writer at a time); PostgreSQL's are serialised by an advisory lock."""
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_LOCK])
 
 
 def _problems_for(result: LoadResult, name: str, kind: str) -> list[str]:
@@ -279,6 +304,9 @@ def _sync_scenarios(result: LoadResult) -> None:
             "start_agent": spec.start_agent,
             "agents": list(spec.agents),
             "agent_defaults": dict(spec.agent_defaults),
+            "transfer_target": spec.transfer_target or "",
+            "recording": spec.recording,
+            "recording_announcement": spec.recording_announcement,
         }
         row.file_values = values
         for key, value in values.items():

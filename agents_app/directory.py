@@ -106,10 +106,33 @@ class CatalogDirectory:
     async def context(self, state: SessionState, agent_name: str | None = None) -> TurnContext:
         """The turn's context; a template is rendered in a worker thread, never on the loop."""
         if not (catalog.watching and catalog.loaded):
-            return await db_call(self.resolve, state, agent_name)
+            ctx = await db_call(self.resolve, state, agent_name)
+            if await self._joined(ctx):
+                ctx = await db_call(self.resolve, state, agent_name)
+            return ctx
         ctx, variables = self._unrendered(state, agent_name)  # all in memory: no thread hop
+        if await self._joined(ctx):
+            ctx, variables = self._unrendered(state, agent_name)
         if needs_rendering(ctx.agent.prompt_template):
             prompt = await asyncio.to_thread(system_prompt, ctx.agent, variables)
         else:
             prompt = system_prompt(ctx.agent, variables)
         return dataclasses.replace(ctx, system_prompt=prompt)
+
+    async def _joined(self, ctx: TurnContext) -> bool:
+        """Whether servers the agent names but no tool of this worker comes from were looked for
+        (added through another worker a moment ago: :mod:`mcp_app.join`)."""
+        offered = {t.name for t in ctx.tools}
+        servers = [
+            name
+            for name in ctx.agent.tools
+            if name not in offered
+            and self.registry.get(name) is None
+            and not ctx.handoff_map.is_handoff_tool(name)
+            and not any(t.startswith(f"{name}_") for t in offered)
+        ]
+        if not servers:
+            return False
+        from mcp_app.join import join_servers
+
+        return await join_servers(servers)

@@ -48,7 +48,15 @@ RUNTIME_FIELDS = (
     "greeting",
     "turn_taking",
 )
-SCENARIO_FIELDS = ("description", "start_agent", "agents", "agent_defaults")
+SCENARIO_FIELDS = (
+    "description",
+    "start_agent",
+    "agents",
+    "agent_defaults",
+    "transfer_target",
+    "recording",
+    "recording_announcement",
+)
 SOURCES = [("file", "definition file"), ("admin", "admin")]
 HANDOFF_TYPES = [("announced", "announced"), ("discrete", "discrete")]
 
@@ -143,6 +151,21 @@ class Scenario(models.Model):
     start_agent = models.CharField(max_length=64)
     agents = models.JSONField(default=list, help_text="agent names taking part")
     agent_defaults = models.JSONField(default=dict, blank=True, help_text="variables for prompt templates")
+    transfer_target = models.CharField(
+        max_length=220,
+        blank=True,
+        default="",
+        help_text="where escalate_to_human transfers a phone call: +E.164 number or ACS user (8:acs:...)",
+    )
+    recording = models.BooleanField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="record its conversations (unknown: as RECORDING_ENABLED)",
+    )
+    recording_announcement = models.CharField(
+        max_length=500, blank=True, default="", help_text="said before the greeting when recorded (consent)"
+    )
     source = models.CharField(max_length=10, choices=SOURCES, default="admin")
     origin = models.CharField(max_length=500, blank=True, default="")
     file_values = models.JSONField(default=dict, blank=True, editable=False)
@@ -212,6 +235,8 @@ class HistoryTurn(models.Model):
     # a tool turn: the model's call id and the arguments it called the tool with
     tool_call_id = models.CharField(max_length=128, blank=True, null=True)
     tool_arguments = models.JSONField(blank=True, null=True)
+    # who said it when not the agent or the caller: "person" (a human who took the conversation over)
+    speaker = models.CharField(max_length=16, blank=True, null=True)
 
     class Meta:
         ordering = ["at", "id"]

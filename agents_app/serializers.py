@@ -226,6 +226,16 @@ class ScenarioCreateSerializer(StrictSerializer):
     agents = serializers.ListField(child=serializers.CharField(max_length=64), min_length=1, max_length=32)
     handoffs = HandoffSerializer(many=True, required=False, default=list)
     agent_defaults = serializers.DictField(required=False, default=dict)
+    transfer_target = serializers.RegexField(
+        r"^(\+[1-9][0-9]{6,14}|8:acs:[A-Za-z0-9_.:-]{1,200})$",
+        required=False,
+        allow_null=True,
+        help_text="where escalate_to_human transfers a phone call: +E.164 number or ACS user (8:acs:...)",
+    )
+    recording = serializers.BooleanField(required=False, allow_null=True, default=None)
+    recording_announcement = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, default=""
+    )
 
 
 class ScenarioSerializer(serializers.Serializer):
@@ -235,6 +245,11 @@ class ScenarioSerializer(serializers.Serializer):
     agents = serializers.ListField(child=serializers.CharField())
     handoffs = serializers.ListField(child=serializers.DictField())
     agent_defaults = serializers.DictField()
+    transfer_target = serializers.CharField(
+        allow_null=True, help_text="escalate_to_human's phone transfer target"
+    )
+    recording = serializers.BooleanField(allow_null=True)
+    recording_announcement = serializers.CharField()
     source = serializers.ChoiceField(choices=["file", "admin", "session"])
     session_id = serializers.CharField(allow_null=True)
 
@@ -255,6 +270,12 @@ class TurnLatencySerializer(serializers.Serializer):
     end_to_first_audio)."""
 
     stt = serializers.FloatField(allow_null=True, help_text="final transcript - end of speech")
+    stt_pause_decode = serializers.FloatField(
+        allow_null=True,
+        required=False,
+        help_text="the decode that gave the final transcript when it was asked for in the caller's "
+        "pause, before the turn ended (stt is then ~0); null when it was decoded after the turn ended",
+    )
     llm_first_token = serializers.FloatField(allow_null=True, help_text="first model chunk - request")
     tts_first_audio = serializers.FloatField(
         allow_null=True, help_text="first synthesised audio - first clause sent to synthesis"
@@ -297,6 +318,13 @@ class HistoryTurnSerializer(serializers.Serializer):
         help_text="assistant turns: how much the caller heard. A reply is recorded whole when sent "
         "(unknown) and corrected once it has played out (played) or was cut by a barge-in (cut: "
         "the content is then the words heard); unknown stays when the serving process died first.",
+    )
+    speaker = serializers.ChoiceField(
+        choices=["person"],
+        required=False,
+        help_text="who said it when not the agent or the caller: person (a human who took the "
+        "conversation over: its agent field names them; system turns mark the takeover and the handback; "
+        "or the contact centre's person heard by the AudioHook monitor, agent 'contact-center agent')",
     )
 
 

@@ -90,6 +90,7 @@ def history(session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
             **({"arguments": t.tool_arguments} if t.tool_arguments is not None else {}),
             **({"latency_ms": t.latency_ms, "usage": t.usage} if t.latency_ms is not None else {}),
             **({"heard": t.heard} if t.heard else {}),
+            **({"speaker": t.speaker} if t.speaker else {}),
         }
         for t in turns
     ]
@@ -125,6 +126,7 @@ def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str |
         uid=turn.uid,
         tool_call_id=turn.tool_call_id,
         tool_arguments=turn.arguments,
+        speaker=turn.speaker,
     )
     Session.objects.filter(session_id=session_id).update(last_activity_at=_now())
 
@@ -285,6 +287,7 @@ def _write_batch(batch: list[tuple]) -> None:
                     uid=turn.uid,
                     tool_call_id=turn.tool_call_id,
                     tool_arguments=turn.arguments,
+                    speaker=turn.speaker,
                 )
             )
         else:
@@ -373,6 +376,7 @@ class DjangoSessionStore:
                 heard=r.get("heard"),
                 tool_call_id=r.get("tool_call_id"),
                 arguments=r.get("arguments"),
+                speaker=r.get("speaker"),
             )
             for r in rows
         ]

@@ -29,7 +29,10 @@ conversations by default, ramping in over ``--ramp-s`` (10 s) and thinking 0.5-4
 very turn. Targets, over the turns that ended while all the conversations were live (steady
 state; the ramp's turns are reported apart): 0 refusals, p50 <= 5 ms, p99 <= 20 ms. Also: that time
 stage by stage (monotonic stamps from the server, the peer and the callers), the loop's lag, GC
-pauses, CPU per process and ``/pools``; ``--workers N`` for N uvicorn workers, ``--py-spy OUT``.
+pauses, CPU per process and ``/pools``; ``--workers N`` for N uvicorn workers, ``--py-spy OUT``;
+``--recording``: every conversation recorded (``RECORDING_ENABLED``), the recorder's own figures
+from ``/metrics`` printed (items dropped must stay 0; the targets: server CPU and p99 within +10 %
+of a run without it).
 
 Both modes also print what the figures depend on besides the code: ``server waiting for a core``
 (seconds per second the server's threads were runnable with no core free, from schedstat: the
@@ -45,7 +48,9 @@ Prints one JSON line per mode, with the command that reproduces it.
 ``--vad`` picks the server's VAD (``VAD_PROVIDER``; webrtc unless the environment says otherwise).
 In cloud mode the callers say a voiced two-tone sound (webrtcvad takes it for speech) unless
 ``--speech espeak`` (the default with Silero, which rightly hears no speech in it): espeak-ng
-sentences, as in the embedded mode.
+sentences, as in the embedded mode. ``--hosts 2`` (cloud): the service as README "Scaling out"
+deploys it, two hosts behind nginx on PostgreSQL and Redis (bench/two_hosts_server.py); the server
+cores then count both hosts and nginx.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ import proc_cpu  # noqa: E402
 from capacity_caller import FRAME_MS, RATE, Plan, Results, run_processes  # noqa: E402
 from harness import pct, server_problems, voice_frame  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
+from two_hosts_server import two_hosts  # noqa: E402
 
 FINAL_P95_MS, AUDIO_P95_MS = 1000, 1500  # embedded: "holds in real time"
 ADDED_P50_MS, ADDED_P99_MS = 5, 20  # cloud: server-added latency targets
@@ -318,12 +324,14 @@ def cloud(args) -> dict:
                 "BENCH_DELAYS_FILE": str(delays_file),
                 "PYTHONPATH": f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}",
             }
+            if args.recording:  # every conversation recorded (issue 32): its cost on the server
+                extra.update(RECORDING_ENABLED="true", RECORDING_DIR=str(tmp / "recordings"))
             silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
-            with server(args.server, tmp, args.deflate, args.workers, args.server_log, **extra) as (
-                base,
-                proc,
-                log,
-            ):
+            if args.hosts == 2:  # README "Scaling out": two hosts behind nginx
+                served = two_hosts(tmp, "INFO" if args.server_log else "WARNING", **extra)
+            else:
+                served = server(args.server, tmp, args.deflate, args.workers, args.server_log, **extra)
+            with served as (base, proc, log):
                 plan = Plan(
                     f"{base}/api/v1/browser/conversation",
                     voiced,
@@ -335,21 +343,47 @@ def cloud(args) -> dict:
                 p0 = proc_cpu.process_tree(peer.pid)
                 t0 = time.monotonic()
                 res, cores, busy = measure(
-                    proc.pid, plan, args.conversations, args.client_processes, args.py_spy
+                    proc if isinstance(proc, int) else proc.pid,
+                    plan,
+                    args.conversations,
+                    args.client_processes,
+                    args.py_spy,
                 )
                 cores["chat peer"] = round(
                     (proc_cpu.process_tree(peer.pid) - p0) / (time.monotonic() - t0), 3
                 )
                 llm = httpx.get(f"{peer_url}/bench/delays", timeout=10).json()
                 pool_figures = pools(base)
+                recorded = recording_figures(base, tmp / "recordings") if args.recording else None
             problems = log_problems(log)
             delays = merge_delays(tmp.glob("delays.json.*"))
     finally:
         peer.terminate()
         peer.wait(10)
     figures = cloud_figures(args, res, cores, busy, problems, delays, llm)
-    figures["pools"] = pool_figures
+    figures["pools"] = pool_figures  # with --hosts 2: the host nginx sent this request to
+    figures["hosts"] = args.hosts
+    if recorded is not None:
+        figures["recording"] = recorded
     return figures
+
+
+def recording_figures(ws_base: str, folder: Path) -> dict:
+    """What the recorder did, as ``/metrics`` counts it (items dropped must stay 0), and the bytes
+    stored so far."""
+    text = httpx.get(ws_base.replace("ws://", "http://") + "/metrics", timeout=10).text
+    wanted = {
+        "voiceagent_recording_dropped_total": "dropped",
+        "voiceagent_recording_chunks_written_total": "chunks_written",
+        "voiceagent_recording_queue_depth": "queue_depth",
+    }
+    out: dict = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in wanted:
+            out[wanted[name]] = float(value)
+    out["bytes_stored"] = sum(f.stat().st_size for f in folder.rglob("*.pcm")) if folder.exists() else 0
+    return out
 
 
 STAGES = (  # the server's own time in a turn, stage by stage: (name, from stamp, to stamp, provider delay)
@@ -452,10 +486,18 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=200, help="cloud")
     parser.add_argument("--workers", type=int, default=1, help="cloud: uvicorn worker processes")
     parser.add_argument(
+        "--hosts",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="cloud: 2 = two hosts behind nginx (PostgreSQL, Redis)",
+    )
+    parser.add_argument(
         "--ramp-s", type=float, default=10.0, help="cloud: callers connect spread over this many seconds"
     )
     parser.add_argument("--first-token-ms", default="300-600", help="cloud: the chat peer's first token")
     parser.add_argument("--peer-nice", type=int, default=0, help="cloud: niceness of the chat peer process")
+    parser.add_argument("--recording", action="store_true", help="cloud: every conversation recorded")
     parser.add_argument("--client-processes", type=int, default=0, help="caller processes (0: 1 per 100)")
     parser.add_argument("--py-spy", metavar="OUT", help="cloud: profile the server with py-spy (on PATH)")
     parser.add_argument("--turns-file", help="write every turn's record (JSON) here, to look into a run")

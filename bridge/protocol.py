@@ -11,7 +11,8 @@ protocol's rules (``protocols/audiohook-v2.md``), so they can be tested without 
 - server messages are numbered here (:meth:`AudioHookSession.message`) with ``clientseq`` = the
   last client seq processed;
 - the bridge takes mu-law (``PCMU``) at 8 kHz on the ``external`` (customer) channel and nothing
-  else (:func:`select_media`).
+  else (:func:`select_media`); the monitor takes both channels when offered, else either one
+  (:func:`select_monitor_media`), and splits the interleaved frames (:func:`demux`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ __all__ = [
     "AudioHookSession",
     "ClientMessage",
     "ProtocolError",
+    "demux",
     "is_probe",
     "lenient_close",
     "parse_duration",
     "select_media",
+    "select_monitor_media",
 ]
 
 VERSION = "2"
@@ -113,22 +116,57 @@ def select_media(offered: Any) -> dict[str, Any] | None:
         return None
     best: dict[str, Any] | None = None
     for entry in offered[:16]:
-        if not isinstance(entry, dict):
-            continue
-        channels = entry.get("channels")
-        if (
-            entry.get("type") == "audio"
-            and entry.get("format") == "PCMU"
-            and entry.get("rate") == 8000
-            and isinstance(channels, list)
-            and 0 < len(channels) <= 8
-            and all(isinstance(c, str) for c in channels)
-            and "external" in channels
-        ):
+        channels = _pcmu_8k(entry)
+        if channels is not None and "external" in channels:
             if channels == ["external"]:
                 return entry
             best = best or entry
     return best
+
+
+def _pcmu_8k(entry: Any) -> list[str] | None:
+    """The channels of an offered PCMU 8 kHz audio entry, else None."""
+    if not isinstance(entry, dict):
+        return None
+    channels = entry.get("channels")
+    if (
+        entry.get("type") == "audio"
+        and entry.get("format") == "PCMU"
+        and entry.get("rate") == 8000
+        and isinstance(channels, list)
+        and 0 < len(channels) <= 8
+        and all(isinstance(c, str) for c in channels)
+    ):
+        return channels
+    return None
+
+
+def select_monitor_media(offered: Any) -> dict[str, Any] | None:
+    """The offered entry the monitor takes, verbatim: PCMU at 8000 Hz, preferably with both the
+    ``external`` (customer) and ``internal`` (the contact centre's person) channels, so both sides
+    are heard; else a mono ``["external"]`` or ``["internal"]``. None when nothing qualifies."""
+    if not isinstance(offered, list):
+        return None
+    mono: dict[str, Any] | None = None
+    for entry in offered[:16]:
+        channels = _pcmu_8k(entry)
+        if channels is None:
+            continue
+        if "external" in channels and "internal" in channels:
+            return entry
+        if mono is None and channels in (["external"], ["internal"]):
+            mono = entry
+    return mono
+
+
+def demux(data: bytes, channels: list[str] | tuple[str, ...]) -> dict[str, bytes]:
+    """An interleaved binary frame (one byte per sample per channel, in the selected ``channels``
+    order) split per channel name; a trailing partial sample frame is dropped."""
+    count = len(channels)
+    if count == 1:
+        return {channels[0]: data}
+    usable = len(data) - len(data) % count
+    return {name: data[i:usable:count] for i, name in enumerate(channels)}
 
 
 def is_probe(parameters: dict[str, Any]) -> bool:

@@ -252,6 +252,27 @@ class TelephonyClient:
         connection = self._sdk().get_call_connection(connection_id)
         await self._run("hang_up", connection.hang_up(is_for_everyone=True))
 
+    async def transfer(
+        self, connection_id: str, target: str, *, operation_context: str | None = None
+    ) -> None:
+        """Transfer the call to ``target`` (``+E164`` phone number, or an ACS user's raw id
+        ``8:acs:...``); its outcome arrives as a ``CallTransferAccepted`` / ``CallTransferFailed``
+        callback. A PSTN target is called from our number (``source_number``)."""
+        from azure.communication.callautomation import CommunicationUserIdentifier, PhoneNumberIdentifier
+
+        if not connection_id:
+            raise TelephonyError("connection id is required", 400)
+        pstn = target.startswith("+")
+        identifier = PhoneNumberIdentifier(target) if pstn else CommunicationUserIdentifier(target)
+        caller_id = PhoneNumberIdentifier(self.source_number) if pstn and self.source_number else None
+        connection = self._sdk().get_call_connection(connection_id)
+        await self._run(
+            "transfer",
+            connection.transfer_call_to_participant(
+                identifier, operation_context=operation_context, source_caller_id_number=caller_id
+            ),
+        )
+
     async def close(self) -> None:
         """Close the SDK client of the running loop (others are dropped) and owned credentials."""
         try:

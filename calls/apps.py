@@ -11,4 +11,4 @@ class CallsConfig(AppConfig):
         from voiceagent.contributions import contributions as c
 
         c.component(self.name, "services", "telephony-caller", stop="calls.startup.stop_telephony")
-        c.check(self.name, "telephony", "calls.acs.readiness_check")
+        c.check(self.name, "telephony", "calls.twilio_api.readiness_check")

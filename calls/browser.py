@@ -41,7 +41,7 @@ from voiceagent.transport.relay import AudioRelayFlag
 
 logger = logging.getLogger("calls.browser")
 
-CONTROL_ACTIONS = ("start", "stop", "pause", "resume", "reset")
+CONTROL_ACTIONS = ("start", "stop", "pause", "resume", "reset", "played")
 MAX_TEXT_CHARS = 2000
 MAX_DTMF_CHARS = 32  # one keypad entry: a code, an account number; as the phone media stream allows
 RESTART_AFTER_S = 5.0  # a conversation that ended on its own starts again on audio no sooner than this
@@ -180,7 +180,7 @@ class BrowserConversationConsumer(AudioSocket):
                 return  # the client was told (start_failed); its microphone must not retry per frame
             await self._start_conversation()
         if self.conversation is not None:
-            self.conversation.push_audio(pcm, rate)
+            self.push_caller(pcm, rate)
         self.last_input = pcm
         if self._levels_due():
             await self._send_levels()
@@ -232,6 +232,8 @@ class BrowserConversationConsumer(AudioSocket):
             await (self.conversation.pause() if action == "pause" else self.conversation.resume())
         elif action == "reset":
             await self._reset()
+        elif action == "played" and self.conversation is not None:
+            self.conversation.played_out()  # the client heard every audio message already
 
     async def _config(self, payload: dict[str, Any]) -> None:
         restart = await self.config.apply(self.session_id, payload)

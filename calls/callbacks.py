@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from calls import callmap
 from calls.models import Call
+from voiceagent.transport import control
 
-__all__ = ["EVENT_PREFIX", "process_event", "process_events", "short_type"]
+__all__ = ["EVENT_PREFIX", "LIVE", "end_call", "process_event", "process_events", "short_type"]
 
 logger = logging.getLogger("calls.callbacks")
 EVENT_PREFIX = "Microsoft.Communication."
@@ -55,7 +56,8 @@ def _connected(cid: str, data: dict[str, Any]) -> None:
         calls.filter(correlation_id="").update(correlation_id=correlation_id)
 
 
-def _ended(cid: str, status: str, reason: str = "") -> None:
+def end_call(cid: str, status: str, reason: str = "") -> None:
+    """The call is over (``disconnected``) or failed: its row ends once, its call map entry goes."""
     calls = Call.objects.filter(connection_id=cid)
     if status == "failed":
         calls.exclude(status__in=("disconnected", "failed")).update(
@@ -77,6 +79,24 @@ def _participants(cid: str, data: dict[str, Any]) -> None:
         calls.update(status="connected")
 
 
+def _transfer_outcome(cid: str, name: str, data: dict[str, Any]) -> None:
+    """Tell the conversation (on whichever worker holds it) how its transfer to a person went."""
+    session_id = Call.objects.filter(connection_id=cid).values_list("session_id", flat=True).first()
+    if name == "CallTransferAccepted":
+        target = data.get("transferTarget")
+        raw = _text(target.get("rawId"), 128) if isinstance(target, dict) else ""
+        logger.info("call %r: transferred to a person", cid)
+        action, args = "transfer_done", {"target": raw}
+    else:
+        reason = _failure_reason(data)
+        logger.warning("call %r: transfer to a person failed: %s", cid, reason)
+        action, args = "transfer_failed", {"detail": reason}
+    if session_id:
+        result = async_to_sync(control.request)(session_id, action, args)
+        if not result.ok:
+            logger.info("call %r: %s not delivered (%s)", cid, action, result.detail)
+
+
 def process_event(event: dict[str, Any]) -> None:
     """Apply one validated CloudEvent (``data.callConnectionId`` is a non-empty string)."""
     data: dict[str, Any] = event["data"]
@@ -88,11 +108,11 @@ def process_event(event: dict[str, Any]) -> None:
     if name == "CallConnected":
         _connected(cid, data)
     elif name == "CallDisconnected":
-        _ended(cid, "disconnected")
+        end_call(cid, "disconnected")
     elif name in ("CreateCallFailed", "AnswerFailed"):
         reason = _failure_reason(data)
         logger.warning("call %r failed: %s %s", cid, name, reason)
-        _ended(cid, "failed", reason)
+        end_call(cid, "failed", reason)
     elif name == "ParticipantsUpdated":
         _participants(cid, data)
     elif name == "ContinuousDtmfRecognitionToneReceived":
@@ -101,6 +121,8 @@ def process_event(event: dict[str, Any]) -> None:
         tone = tone if isinstance(tone, str) else data.get("tone")
         # the media stream carries DTMF to the conversation engine; this is the audit trail
         logger.info("call %r: DTMF tone %r", cid, _text(tone, 16) or None)
+    elif name in ("CallTransferAccepted", "CallTransferFailed"):
+        _transfer_outcome(cid, name, data)
     elif name == "MediaStreamingFailed":
         logger.warning("call %r: media streaming failed: %s", cid, _failure_reason(data))
     else:

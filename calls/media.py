@@ -35,46 +35,40 @@ import base64
 import binascii
 import json
 import logging
-from collections import Counter
 from typing import Any
 
 from django.conf import settings
 
 from calls import callmap
 from calls.media_auth import verify_media_token
+from calls.phone_stream import (
+    DROP_KINDS,
+    HANG_UP_DEADLINE_S,
+    TRANSPORT,
+    PhoneStreamSocket,
+    dropped_messages,
+    media_payload,
+)
+from calls.transfer import transfer_call
 from calls.wsauth import UNAUTHORIZED, query, refused
 from voiceagent.conversation.core import DTMF_DIGITS
 from voiceagent.conversation.events import Event
 from voiceagent.errors import UNAVAILABLE, store_name
-from voiceagent.logging import session_id_var
 from voiceagent.speech.audio import StreamResampler
-from voiceagent.transport.driver import AudioSocket, Refused, StartFailed
-from voiceagent.transport.envelope import envelope, event_payload
+from voiceagent.transport.driver import Refused
 from voiceagent.transport.playback import PacedPlayback
+
+__all__ = ["DROP_KINDS", "MediaStreamConsumer", "dropped_messages", "hang_up", "media_payload"]
 
 logger = logging.getLogger("calls.media")
 
-TRANSPORT = "phone"
 WEBSOCKET_PATH = "/api/v1/media/stream"
 STREAM_RATES = (16000, 24000)
 FRAME_MS = 20
 LEAD_FRAMES = 3  # 60 ms ahead of real time: fills the provider's jitter buffer, barely delays barge-in
 MAX_QUEUED_FRAMES = 120 * 1000 // FRAME_MS  # two minutes of agent audio; beyond it the oldest goes
 MAX_DTMF_CHARS = 32
-START_DEADLINE_S = 10.0  # the live engine connects to the realtime API before the first word
-HANG_UP_DEADLINE_S = 10.0
 STOP_AUDIO = json.dumps({"kind": "StopAudio", "audioData": None, "stopAudio": {}})
-# what a stream dropped, per kind, in this process since it started (``GET /media/status``)
-DROP_KINDS = ("malformed", "bad_audio", "bad_dtmf", "binary", "unknown_kind")
-dropped_messages: Counter[str] = Counter(dict.fromkeys(DROP_KINDS, 0))
-# the engine events a ``?events=1`` stream is sent, by their names in the spec
-MEDIA_EVENTS = {
-    "Transcript": "transcript",
-    "AgentResponse": "agent_response",
-    "Handoff": "handoff",
-    "ToolCall": "tool_call",
-}
-TOOL_CALL_FIELDS = ("args", "result", "duration_ms", "ok", "agent")
 
 
 # --- wire helpers -------------------------------------------------------------------------------------
@@ -84,22 +78,6 @@ def _field(obj: dict[str, Any], name: str) -> Any:
     if value is None:
         value = obj.get(name[:1].upper() + name[1:])
     return value
-
-
-def media_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
-    """Engine event -> the ``?events=1`` message of this socket, or None: the envelope's payload
-    (:func:`event_payload`) under the spec's names."""
-    name = MEDIA_EVENTS.get(event.kind)
-    if name is None:
-        return None
-    mapped = event_payload(event)
-    assert mapped is not None
-    payload = mapped[1]
-    if name == "handoff":
-        payload = {k: v for k, v in payload.items() if k != "name"}
-    elif name == "tool_call":
-        payload = {"name": payload["tool"], **{k: payload[k] for k in TOOL_CALL_FIELDS}}
-    return name, payload
 
 
 class _Resampler(StreamResampler):
@@ -124,30 +102,12 @@ async def hang_up(connection_id: str) -> None:
         logger.warning("media stream %s: hang-up failed: %s", connection_id, type(exc).__name__)
 
 
-class MediaStreamConsumer(AudioSocket):
-    """One phone call's media stream."""
-
-    transport = TRANSPORT
-    label = "media stream"
-    log = logger
-    busy_reason = "server busy: too many media streams, try again later"
-    gone_reason = "media stream closed ({code})"
+class MediaStreamConsumer(PhoneStreamSocket):
+    """One phone call's media stream (ACS)."""
 
     def __init__(self, scope: dict, receive, send):
         super().__init__(scope, receive, send)
-        self.connection_id: str | None = None
-        self.started = False  # session_started published; session_ended is owed
-        self.events_wanted = False
         self.rate = 16000
-        self.frames_in = 0
-        self.dropped: Counter[str] = Counter()  # this stream's share of dropped_messages
-        config = settings.CONFIG
-        self.limit_messages(
-            config.TELEPHONY_MAX_MESSAGE_BYTES,
-            config.TELEPHONY_MAX_MESSAGES_PER_SECOND,
-            config.WEBSOCKET_RATE_BURST_S,
-        )
-        self._warned: set[str] = set()
         # agent audio -> wire: 20 ms AudioData messages at real time, a few frames ahead
         self.playback = PacedPlayback(
             self._send_frame,
@@ -158,7 +118,6 @@ class MediaStreamConsumer(AudioSocket):
             pad_byte=0,
             encoder=self._encoder,
         )
-        self._stopped_rid = 0  # audio of responses up to this id was cancelled (barge-in)
 
     def _frame_bytes(self) -> int:
         return self.rate * FRAME_MS // 1000 * 2
@@ -172,29 +131,14 @@ class MediaStreamConsumer(AudioSocket):
         try:
             session_id, scenario, engine_mode = await self._admit()
         except UNAVAILABLE as exc:  # the call map or a new session needs the store: try again later
-            await self._refused(Refused(1013, f"the {store_name(exc)} is unavailable; try again later"))
+            await self.refuse(Refused(1013, f"the {store_name(exc)} is unavailable; try again later"))
             return
         except Refused as exc:
-            await self._refused(exc)
+            await self.refuse(exc)
             return
-        self.session_id = session_id
-        session_id_var.set(session_id)
         self.rate = 24000 if engine_mode == "live" else 16000  # until AudioMetadata says otherwise
         self.playback.set_frame_bytes(self._frame_bytes())
-        try:
-            await self.start_conversation(engine_mode, scenario, deadline=START_DEADLINE_S)
-        except StartFailed as exc:
-            logger.warning("media stream %s: the conversation could not start: %s", session_id, exc)
-            await self.finish(1011, f"the conversation could not start: {exc}")
-            return
-        self.started = True
-        await self._session_event("session_started", {"session_id": session_id, "transport": TRANSPORT})
-        self.run_pump()
-        self.spawn(self.playback.run())
-
-    async def _refused(self, exc: Refused) -> None:
-        logger.warning("media stream refused (%d): %s", exc.code, exc.reason)
-        await self.finish(exc.code, exc.reason)
+        await self.begin(session_id, scenario, engine_mode)
 
     async def _admit(self) -> tuple[str, str, str]:
         """Authenticate, count, find (or, for a simulator, create) the call's session."""
@@ -257,33 +201,14 @@ class MediaStreamConsumer(AudioSocket):
             raise Refused(1008, f"unknown scenario {name[:64]!r}")
         return created
 
-    async def farewell(self, code: int, reason: str) -> None:
-        """A conversation that ended (1000, 1011) hangs the call up; a refused stream does not."""
-        if code in (1000, 1011) and self.connection_id:
-            await hang_up(self.connection_id)
-        await self._session_ended(reason)
-
-    async def ended(self, code: int) -> None:
-        """The provider hung up (or the socket dropped); the driver ended the conversation."""
-        await self._session_ended("media stream closed")
-        logger.info(
-            "media stream %s ended: %d frames in, %d inbound dropped%s, %d outbound dropped",
-            self.session_id or "-",
-            self.frames_in,
-            self.dropped.total(),
-            f" ({', '.join(f'{k} {n}' for k, n in sorted(self.dropped.items()))})" if self.dropped else "",
-            self.playback.dropped,
-        )
-
-    async def _session_ended(self, reason: str) -> None:
-        if self.started:
-            self.started = False
-            await self._session_event("session_ended", {"reason": reason, "session_id": self.session_id})
+    async def hang_up(self) -> None:
+        assert self.connection_id
+        await hang_up(self.connection_id)
 
     # --- inbound ------------------------------------------------------------------------------------
     async def decode(self, text_data: str | None, bytes_data: bytes | None) -> None:
         if bytes_data is not None:
-            self._drop("binary", "binary frames are not part of the media stream")
+            self.drop("binary", "binary frames are not part of the media stream")
             return
         try:
             message = json.loads(text_data or "")
@@ -291,7 +216,7 @@ class MediaStreamConsumer(AudioSocket):
             message = None
         kind = message.get("kind", message.get("Kind")) if isinstance(message, dict) else None
         if not isinstance(kind, str):
-            self._drop("malformed", "a message that is not {kind, ...} JSON")
+            self.drop("malformed", "a message that is not {kind, ...} JSON")
             return
         kind = kind.lower()
         if kind == "audiodata":
@@ -301,25 +226,25 @@ class MediaStreamConsumer(AudioSocket):
         elif kind == "dtmfdata":
             self._on_dtmf(_field(message, "dtmfData"))
         else:
-            self._drop("unknown_kind", f"a message of unknown kind {kind[:40]!r}", level=logging.INFO)
+            self.drop("unknown_kind", f"a message of unknown kind {kind[:40]!r}", level=logging.INFO)
 
     def _on_audio(self, body: Any) -> None:
         data = _field(body, "data") if isinstance(body, dict) else None
         if not isinstance(data, str):
-            self._drop("bad_audio", "AudioData without data")
+            self.drop("bad_audio", "AudioData without data")
             return
         try:
             pcm = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
-            self._drop("bad_audio", "AudioData data is not base64")
+            self.drop("bad_audio", "AudioData data is not base64")
             return
         if len(pcm) % 2:
-            self._drop("bad_audio", "AudioData is not whole PCM16 samples")
+            self.drop("bad_audio", "AudioData is not whole PCM16 samples")
             return
         if not pcm or self.conversation is None:
             return
         self.frames_in += 1
-        self.conversation.push_audio(pcm, self.rate)  # silent frames too: the VAD times the pause
+        self.push_caller(pcm, self.rate)  # silent frames too: the VAD times the pause
 
     async def _on_metadata(self, body: Any) -> None:
         rate = _field(body, "sampleRate") if isinstance(body, dict) else None
@@ -335,7 +260,7 @@ class MediaStreamConsumer(AudioSocket):
     def _on_dtmf(self, body: Any) -> None:
         digits = _field(body, "data") if isinstance(body, dict) else None
         if not isinstance(digits, str):
-            self._drop("bad_dtmf", "DtmfData without data (a string of digits)")
+            self.drop("bad_dtmf", "DtmfData without data (a string of digits)")
             return
         if self.conversation is None:
             return
@@ -343,70 +268,14 @@ class MediaStreamConsumer(AudioSocket):
             if digit in DTMF_DIGITS:
                 self.conversation.push_dtmf(digit)
 
-    def _drop(self, kind: str, what: str, level: int = logging.WARNING) -> None:
-        """An inbound message is dropped: counted, and logged the first time per stream and kind."""
-        self.dropped[kind] += 1
-        dropped_messages[kind] += 1
-        if kind not in self._warned:
-            self._warned.add(kind)
-            logger.log(
-                level,
-                "media stream %s: %s was dropped (counted in /media/status; said once per stream)",
-                self.session_id or "-",
-                what,
-            )
-
     # --- engine events -> wire (the driver's pump) --------------------------------------------------
-    async def on_audio(self, event: Event) -> None:
-        if event.response_id and event.response_id <= self._stopped_rid:
-            return  # audio of a cancelled response the engine had already handed over
-        try:
-            self.playback.push_pcm(event.pcm, event.sample_rate)
-        except ValueError:
-            if "rate" not in self._warned:
-                self._warned.add("rate")
-                logger.warning(
-                    "media stream %s: agent audio at %d Hz cannot be resampled; dropped",
-                    self.session_id or "-",
-                    event.sample_rate,
-                )
+    async def on_transfer(self, event: Event) -> None:
+        if not await transfer_call(self, event):
+            await super().on_transfer(event)
 
-    async def on_event(self, event: Event) -> None:
-        kind = event.kind
-        if kind == "StopAudio":
-            await self._barge_in(event.response_id)
-        elif kind == "StateChange" and event.state in ("listening", "ended"):
-            self.playback.finish_response()  # the response is complete: its last partial frame goes too
-        self.relay_event(event)
-        if self.events_wanted and (wire := media_payload(event)) is not None:
-            await self._send_json(envelope(self.session_id, *wire))
-
-    async def conversation_lost(self, reason: str | None) -> None:
-        logger.warning("media stream %s: the conversation ended: %s", self.session_id, reason or "closed")
-        await self.finish(1011, f"the conversation ended: {reason or 'closed'}")
-
-    async def agent_ended(self) -> None:
-        await self.finish(1000, "the agent ended the call")
-
-    async def _barge_in(self, response_id: int) -> None:
-        """Nothing queued plays; the provider flushes what it holds. Dropped before sending, under the
-        playback lock, so no frame of the cancelled response can follow the ``StopAudio``."""
-        self._stopped_rid = max(self._stopped_rid, response_id)
-        async with self.playback.lock:
-            self.playback.drop()
-            await self.send(text_data=STOP_AUDIO)
+    async def send_stop(self) -> None:
+        await self.send(text_data=STOP_AUDIO)
 
     async def _send_frame(self, frame: bytes) -> None:
         data = base64.b64encode(frame).decode()
         await self.send(text_data='{"kind":"AudioData","audioData":{"data":"' + data + '"},"stopAudio":null}')
-
-    # --- outbound text ------------------------------------------------------------------------------
-    async def _send_json(self, message: dict[str, Any]) -> None:
-        text = json.dumps(message, default=str)
-        async with self.playback.lock:
-            await self.send(text_data=text)
-
-    async def _session_event(self, name: str, payload: dict[str, Any]) -> None:
-        message = self.publish("event", {"name": name, **payload})
-        if self.events_wanted:
-            await self._send_json(message)

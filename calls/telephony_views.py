@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -22,7 +21,6 @@ from urllib.parse import urlsplit, urlunsplit
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.cache import cache
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import AllowAny
@@ -30,12 +28,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents_app import sessions
 from agents_app.catalog import catalog
-from calls import acs, callmap
+from calls import acs, callmap, twilio_views
 from calls import telephony_serializers as s
+from calls.call_setup import connect_call, provider_error
 from calls.callbacks import process_events
 from calls.models import STATUSES, Call
+from calls.provider import telephony_provider
 from voiceagent.errors import ApiError
 
 logger = logging.getLogger("calls.telephony")
@@ -68,7 +67,7 @@ def _validated(serializer_class, data: Any) -> dict[str, Any]:
 def _client() -> acs.TelephonyClient:
     client = acs.telephony_client()
     if client is None:
-        raise ApiError("Telephony is not configured: set TELEPHONY_ENDPOINT.", 503)
+        raise ApiError("Telephony is not configured: set TELEPHONY_ENDPOINT (or TWILIO_ACCOUNT_SID).", 503)
     return client
 
 
@@ -82,18 +81,6 @@ def _urls() -> tuple[str, str]:
     callback = urlunsplit((parts.scheme, parts.netloc, parts.path + CALLBACK_PATH, "", ""))
     media = urlunsplit((scheme, parts.netloc, parts.path + MEDIA_PATH, "", ""))
     return callback, media
-
-
-def _mode() -> str:
-    return settings.CONFIG.TELEPHONY_STREAMING_MODE
-
-
-def _provider_error(exc: Exception, action: str) -> ApiError:
-    if isinstance(exc, acs.TelephonyError):
-        logger.warning("telephony %s failed (status %s): %s", action, exc.status, exc)
-        return ApiError(f"Telephony provider error while trying to {action}: {exc}", 502)
-    logger.warning("telephony %s failed: %s", action, type(exc).__name__)
-    return ApiError(f"Telephony provider error while trying to {action}.", 502)
 
 
 def _iso(value) -> str | None:
@@ -118,83 +105,6 @@ def call_record(call: Call) -> dict[str, Any]:
     }
 
 
-def _start_session(scenario_name: str) -> tuple[str, str]:
-    """A new phone session on the scenario: (session id, canonical scenario name)."""
-    spec = catalog.scenario(scenario_name)
-    if spec is None:
-        raise ApiError(f"Scenario {scenario_name!r} not found.", 400, {"scenario": ["unknown scenario"]})
-    session_id = sessions.new_session_id()
-    sessions.create_session(session_id, spec.name, spec.start_agent, transport="phone")
-    return session_id, spec.name
-
-
-def _save_call(**fields: Any) -> Call:
-    """Insert the call row; if an early callback's retry already created it, keep its state."""
-    cid = fields["connection_id"]
-    try:
-        with transaction.atomic():
-            return Call.objects.create(**fields)
-    except IntegrityError:
-        descriptive = {k: v for k, v in fields.items() if k not in ("connection_id", "status")}
-        Call.objects.filter(connection_id=cid).update(**descriptive)
-        return Call.objects.get(connection_id=cid)
-
-
-def _started(result: Any) -> acs.CallStarted:
-    if not isinstance(result, acs.CallStarted) or not result.connection_id:
-        raise ApiError("Telephony provider error: the provider returned no call connection id.", 502)
-    return result
-
-
-def _connect_call(
-    scenario_name: str,
-    direction: str,
-    phone_number: str,
-    provider_call: Callable[..., Awaitable[acs.CallStarted]],
-    action: str,
-    *,
-    server_call_id: str = "",
-    correlation_id: str = "",
-) -> tuple[acs.CallStarted, str, str, str]:
-    """Place or answer a call with a new phone session: the session first (its id is the call's
-    operation context), then the provider, then the call map (before the row: the media stream may
-    arrive at once) and the call row. A provider failure leaves no session behind.
-
-    ``provider_call(audio_format=, operation_context=)`` is the client's create or answer, already
-    given its call-specific arguments. Returns (started, session id, scenario, mode)."""
-    mode = _mode()
-    session_id, scenario = _start_session(scenario_name)
-    try:
-        started = _started(
-            async_to_sync(provider_call)(
-                audio_format=callmap.audio_format_for(mode), operation_context=session_id
-            )
-        )
-    except ApiError:
-        sessions.delete_state(session_id)
-        raise
-    except Exception as exc:
-        sessions.delete_state(session_id)
-        raise _provider_error(exc, action) from None
-    common = {
-        "connection_id": started.connection_id,
-        "session_id": session_id,
-        "scenario": scenario,
-        "mode": mode,
-        "direction": direction,
-        "phone_number": phone_number,
-    }
-    async_to_sync(callmap.remember)(callmap.CallInfo(**common))
-    _save_call(
-        status="initiating",
-        server_call_id=(started.server_call_id or server_call_id)[:512],
-        correlation_id=correlation_id,
-        **common,
-    )
-    logger.info("%s call %s (session %s, mode %s)", direction, started.connection_id, session_id, mode)
-    return started, session_id, scenario, mode
-
-
 # --- service endpoints ----------------------------------------------------------------------------
 
 
@@ -212,9 +122,11 @@ class CallInitiateView(APIView):
         scenario_name = data.get("scenario") or DEFAULT_SCENARIO
         if catalog.scenario(scenario_name) is None:
             raise ApiError(f"Scenario {scenario_name!r} not found.", 400, {"scenario": ["unknown scenario"]})
+        if telephony_provider() == "twilio":
+            return twilio_views.initiate(phone_number, scenario_name)
         client = _client()
         callback_url, media_url = _urls()
-        started, session_id, scenario, _ = _connect_call(
+        started, session_id, scenario, _ = connect_call(
             scenario_name,
             "outbound",
             phone_number,
@@ -301,6 +213,8 @@ class CallTerminateView(APIView):
     )
     def post(self, request):
         cid = _validated(s.TerminateRequestSerializer, request.data)["connection_id"]
+        if twilio_views.is_twilio_call(cid):
+            return twilio_views.terminate(cid)
         client = _client()
         call = Call.objects.filter(connection_id=cid).first()
         if call is None or call.ended:
@@ -315,9 +229,9 @@ class CallTerminateView(APIView):
                 Call.objects.filter(connection_id=cid, ended_at__isnull=True).update(ended_at=timezone.now())
                 async_to_sync(callmap.forget)(cid)
                 raise ApiError(f"Call {cid!r} not found or already ended.", 404) from None
-            raise _provider_error(exc, "hang up") from None
+            raise provider_error(exc, "hang up") from None
         except Exception as exc:
-            raise _provider_error(exc, "hang up") from None
+            raise provider_error(exc, "hang up") from None
         logger.info("call %s: hang-up requested", cid)
         return Response({"connection_id": cid, "status": "terminating"})
 
@@ -452,7 +366,7 @@ class CallAnswerView(APIView):
             return known
         if catalog.scenario(DEFAULT_SCENARIO) is None:  # a deployment problem, not the caller's
             raise ApiError(f"No {DEFAULT_SCENARIO!r} scenario is loaded to answer calls with.", 503)
-        started, *_ = _connect_call(
+        started, *_ = connect_call(
             DEFAULT_SCENARIO,
             "inbound",
             call["phone_number"],

@@ -136,6 +136,9 @@ def install(cycle: Lifecycle) -> None:
     from voiceagent.transport.session_memory import feed
 
     cycle.register("events", "session-memory-feed", start=feed.start, stop=feed.stop)
+    from voiceagent.recording.writer import stop_writer
+
+    cycle.register("events", "recording-writer", stop=stop_writer)  # the queue written out (5 s at most)
     register_check("cache", _cache_roundtrip)
     register_check("auth_configuration", _auth_check)
     install_contributions(cycle)

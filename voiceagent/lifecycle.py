@@ -138,6 +138,11 @@ class Lifecycle:
     def accepting(self) -> bool:
         return self.phase == "accepting"
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the service started on (where its providers live), once started."""
+        return self._start_task.get_loop() if self._start_task is not None else None
+
     def begin(self) -> asyncio.Task:
         """Start (once) on the running loop; returns the blocking-startup task."""
         if self._start_task is None:

@@ -10,7 +10,8 @@ style is a static file; a new inline ``<script>`` or ``style=`` would be blocked
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.views.generic import TemplateView
 
 
@@ -40,3 +41,9 @@ class PageView(TemplateView):
         response = super().get(request, *args, **kwargs)
         response["Content-Security-Policy"] = page_policy(request)
         return response
+
+
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """``/favicon.ico``, which browsers ask for on any page (the admin, Swagger UI, a JSON
+    answer): the service's icon, a static file."""
+    return HttpResponsePermanentRedirect(static("voiceagent/favicon.svg"))

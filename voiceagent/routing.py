@@ -4,9 +4,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.urls import path, re_path
 
 from bridge.consumer import AudioHookConsumer
+from bridge.monitor import AudioHookMonitorConsumer
 from calls.browser import BrowserConversationConsumer
 from calls.dashboard import DashboardRelayConsumer
 from calls.media import MediaStreamConsumer
+from calls.twilio_stream import TwilioStreamConsumer
 from voiceagent.servers_compat import fit_close_reason
 
 
@@ -22,6 +24,8 @@ websocket_urlpatterns = [
     path("api/v1/browser/conversation", BrowserConversationConsumer.as_asgi()),
     path("api/v1/browser/dashboard/relay", DashboardRelayConsumer.as_asgi()),
     path("api/v1/contactcenter/stream", AudioHookConsumer.as_asgi()),
+    path("api/v1/contactcenter/monitor", AudioHookMonitorConsumer.as_asgi()),
     path("api/v1/media/stream", MediaStreamConsumer.as_asgi()),
+    path("api/v1/twilio/stream", TwilioStreamConsumer.as_asgi()),
     re_path(r"", UnknownPathConsumer.as_asgi()),
 ]

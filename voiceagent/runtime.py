@@ -158,6 +158,7 @@ class Runtime:
             max_tool_rounds=config.MAX_TOOL_ROUNDS,
             silence_timeout_ms=lambda: appconfig.get("VAD_SILENCE_TIMEOUT"),
             turn_taking=turn_taking_settings,
+            recording=lambda: appconfig.get("RECORDING_ENABLED"),
             default_voice=lambda: VoiceSpec(
                 appconfig.get("TTS_VOICE"), appconfig.get("TTS_STYLE"), appconfig.get("TTS_RATE")
             ),
@@ -217,6 +218,7 @@ class Runtime:
             max_tool_rounds=settings.CONFIG.MAX_TOOL_ROUNDS,
             silence_timeout_ms=lambda: appconfig.get("VAD_SILENCE_TIMEOUT"),
             turn_taking=turn_taking_settings,
+            recording=lambda: appconfig.get("RECORDING_ENABLED"),
             default_voice=lambda: VoiceSpec(
                 appconfig.get("TTS_VOICE"), appconfig.get("TTS_STYLE"), appconfig.get("TTS_RATE")
             ),
@@ -248,6 +250,23 @@ class Runtime:
             config=config or self.live_config(),
         )
 
+    def new_monitor(self, session_id: str, scenario: str, *, transport: str):
+        """A receive-only monitor of a call people handle (the AudioHook monitor): both channels
+        transcribed by this process's recogniser, each with its own VAD, into the session's history."""
+        from voiceagent.conversation.monitor import MonitorConversation
+
+        if self.stt is None:
+            raise RuntimeError("voice runtime not started (startup step 2)")
+        return MonitorConversation(
+            session_id,
+            scenario=scenario,
+            transport=transport,
+            store=contributions.new("session_store"),
+            stt=self.stt,
+            vad_factory=self.vad_factory,
+            config=self.engine_config(),
+        )
+
     def conversation_mode(self, transport: str, requested: str | None = None) -> str:
         """Which engine runs a transport's conversation: ``"cascade"`` or ``"live"``.
 
@@ -269,7 +288,8 @@ class Runtime:
     def new_conversation_for(
         self, mode: str, session_id: str, scenario: str, *, transport: str, agent: str | None = None
     ):
-        """``mode`` "cascade" (STT -> LLM -> TTS) or "live" (the realtime voice API).
+        """``mode`` "cascade" (STT -> LLM -> TTS), "live" (the realtime voice API) or "monitor"
+        (listen only: both sides of a call people handle, :meth:`new_monitor`).
 
         Transports map their own switch onto it: ``TELEPHONY_STREAMING_MODE=VOICE_LIVE``, the
         browser's ``mode: "live"``, the contact-center bridge.
@@ -279,8 +299,10 @@ class Runtime:
             conversation = self.new_live_conversation(session_id, scenario, transport=transport, agent=agent)
         elif kind == "cascade":
             conversation = self.new_conversation(session_id, scenario, transport=transport, agent=agent)
+        elif kind == "monitor":
+            conversation = self.new_monitor(session_id, scenario, transport=transport)
         else:
-            raise ValueError(f"conversation mode {mode!r} is not one of cascade, live")
+            raise ValueError(f"conversation mode {mode!r} is not one of cascade, live, monitor")
         tracing.conversation_opened(conversation, kind)
         return conversation
 

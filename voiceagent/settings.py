@@ -200,6 +200,11 @@ SERVESTATIC_USE_FINDERS = True  # serve straight from the app folders: no collec
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # call recordings (voiceagent.recording): any django-storages backend may replace this alias
+    "recordings": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": BASE_DIR / CONFIG.RECORDING_DIR, "allow_overwrite": True},
+    },
 }
 
 # --- security: the production values make `manage.py check --deploy` clean ---------------------

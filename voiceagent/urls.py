@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from voiceagent.health import views as health
 from voiceagent.observability.metrics_view import MetricsView
-from voiceagent.pages import PageView
+from voiceagent.pages import PageView, favicon
 
 api_v1 = [
     path("health", health.HealthView.as_view(), name="health"),
@@ -29,6 +29,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", PageView.as_view(template_name="index.html"), name="index"),
     path("dashboard", PageView.as_view(template_name="dashboard.html"), name="dashboard"),
+    path("favicon.ico", favicon, name="favicon"),
 ]
 
 handler400 = "voiceagent.errors.json_400"

@@ -1,6 +1,8 @@
 """Leaving the assistant: a transfer to a human queue, or the end of the call.
 
-Memory keys written: ``escalation``, ``conversation_ended`` and ``end_reason``.
+Memory keys written: ``escalation``, ``transfer`` (``status`` "requested": the conversation hands
+it to its transport once the agent's line has been said, see voiceagent.conversation.takeover),
+``conversation_ended`` and ``end_reason``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ async def escalate_to_human(
     memory = ctx.memory
     existing = memory.get("escalation")
     if isinstance(existing, dict) and (existing.get("priority") == "high" or priority == "normal"):
-        return {**existing, "escalated": True, "already_escalated": True}
+        again = _request_transfer(memory, existing)  # a transfer that failed is tried again
+        return {**existing, "escalated": True, "already_escalated": True, **again}
     seed = int(digest("queue", ctx.session_id)[:8], 16)
     position = 1 + seed % 2 if priority == "high" else 2 + seed % 5
     escalation = {
@@ -42,8 +45,25 @@ async def escalate_to_human(
         "requested_at": time.time(),
     }
     memory["escalation"] = escalation
+    transfer = _request_transfer(memory, escalation)
     logger.info("session %s: escalated to a human (%s priority)", ctx.session_id, priority)
-    return {**escalation, "escalated": True, "already_escalated": False}
+    return {**escalation, "escalated": True, "already_escalated": False, **transfer}
+
+
+def _request_transfer(memory: dict, escalation: dict) -> dict:
+    """Mark the transfer requested (the conversation hands it to its transport after this turn),
+    unless one is under way already; ``{"transfer": status}`` for the tool's result."""
+    transfer = memory.get("transfer")
+    if isinstance(transfer, dict) and transfer.get("status") not in ("failed", None):
+        return {"transfer": transfer["status"]}
+    memory["transfer"] = {
+        "status": "requested",
+        "reason": escalation["reason"],
+        "priority": escalation["priority"],
+        "reference": escalation["reference"],
+        "requested_at": time.time(),
+    }
+    return {"transfer": "requested"}
 
 
 async def end_conversation(ctx: ToolContext, reason: str = "completed") -> dict:

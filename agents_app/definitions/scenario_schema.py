@@ -19,7 +19,22 @@ from agents_app.definitions.problems import Problem, suggest
 from agents_app.definitions.templates import SESSION_VARIABLES, template_variables
 from voiceagent.conversation.specs import GENERIC_HANDOFF_TOOL, HANDOFF_TYPES, AgentSpec, HandoffSpec
 
-SCENARIO_KEYS = frozenset({"name", "description", "start_agent", "agents", "handoffs", "agent_defaults"})
+SCENARIO_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "start_agent",
+        "agents",
+        "handoffs",
+        "agent_defaults",
+        "transfer_target",
+        "recording",
+        "recording_announcement",
+    }
+)
+# where escalate_to_human transfers a phone call: a +E.164 number or an ACS user's raw id
+TRANSFER_TARGET = re.compile(r"^(\+[1-9][0-9]{6,14}|8:acs:[A-Za-z0-9_.:-]{1,200})$")
+MAX_ANNOUNCEMENT_CHARS = 500  # a consent line, said before the greeting
 HANDOFF_KEYS = frozenset({"from", "to", "tool", "type"})
 
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -99,6 +114,23 @@ def check_scenario(
         description = None
 
     defaults = check_agent_defaults(data.get("agent_defaults"), problem)
+    target = data.get("transfer_target")
+    if target is not None and (not isinstance(target, str) or not TRANSFER_TARGET.match(target)):
+        shown = repr(target)[:80] if isinstance(target, str) else type(target).__name__
+        problem(
+            "transfer_target", f"must be a +E.164 phone number or an ACS user id (8:acs:...), got {shown}"
+        )
+        target = None
+    recording = data.get("recording")
+    if recording is not None and not isinstance(recording, bool):
+        problem("recording", f"must be true, false or absent (as RECORDING_ENABLED), got {recording!r}")
+        recording = None
+    announcement = data.get("recording_announcement")
+    if announcement is not None and (
+        not isinstance(announcement, str) or len(announcement) > MAX_ANNOUNCEMENT_CHARS
+    ):
+        problem("recording_announcement", f"must be a string of at most {MAX_ANNOUNCEMENT_CHARS} characters")
+        announcement = None
 
     # Agents taking part.
     members: list[str] = []
@@ -180,6 +212,9 @@ def check_scenario(
         "agents": tuple(members),
         "handoffs": tuple(handoffs),
         "agent_defaults": dict(defaults),
+        "transfer_target": target or None,
+        "recording": recording,
+        "recording_announcement": (announcement or "").strip(),
     }
     return problems, values
 

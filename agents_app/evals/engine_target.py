@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -31,7 +32,7 @@ from asgiref.sync import sync_to_async
 from agents_app.evals.observe import CallerTurn, TurnObservation, TurnRecorder
 from voiceagent.transport.envelope import envelope, event_payload
 
-__all__ = ["EngineTarget", "prepare_session", "start_engine", "stop_engine"]
+__all__ = ["EngineTarget", "load_definitions", "prepare_session", "start_engine", "stop_engine"]
 
 FRAME = 640  # 20 ms of 16 kHz PCM16
 TURN_TIMEOUT_S = 60.0
@@ -58,6 +59,15 @@ def _load_definitions() -> str:
     return f"{len(catalog.agents)} agents, {len(catalog.scenarios)} scenarios"
 
 
+async def load_definitions() -> str | None:
+    """The agent and scenario definitions served by this process's catalog (loaded once)."""
+    from agents_app.catalog import catalog
+
+    if catalog.loaded:
+        return None
+    return "definitions: " + await sync_to_async(_load_definitions, thread_sensitive=False)()
+
+
 async def start_engine(*, warm: bool = True) -> list[str]:
     """What a conversation needs in this process, as startup steps 5, 6, 2, 3 and 7 do it; what is
     running already (a service's runtime, a test's providers) is left as it is. Returns notes."""
@@ -69,7 +79,7 @@ async def start_engine(*, warm: bool = True) -> list[str]:
     async with lock:
         runtime = _runtime()
         if not catalog.loaded:
-            notes.append("definitions: " + await sync_to_async(_load_definitions, thread_sensitive=False)())
+            notes.append(await load_definitions() or "")
         contributions.load_tool_sources()
         if runtime.stt is None or runtime.tts is None:
             notes.append(await runtime.start_speech())
@@ -101,7 +111,11 @@ async def stop_engine() -> None:
 
 
 def prepare_session(
-    session_id: str, scenario: str, seed: int | None, variables: dict[str, Any]
+    session_id: str,
+    scenario: str,
+    seed: int | None,
+    variables: dict[str, Any],
+    transport: str | None = "browser",
 ) -> dict[str, Any] | None:
     """The session before its conversation: the seeded demo caller made and stored as
     ``POST /api/v1/profiles/generate`` does (the session's caller), the variables in its memory.
@@ -120,7 +134,7 @@ def prepare_session(
     spec = catalog.scenario(scenario)
     if spec is None:
         raise RuntimeError(f"unknown scenario {scenario!r}")
-    state = sessions.create_session(session_id, spec.name, spec.start_agent, transport="browser")
+    state = sessions.create_session(session_id, spec.name, spec.start_agent, transport=transport)
     profile = None
     if seed is not None:
         profile = generate_profile(seed=seed, scenario=scenario if scenario in SCENARIOS else "banking")
@@ -171,10 +185,24 @@ class EngineTarget:
     name = "engine"
 
     def __init__(
-        self, *, turn_timeout_s: float = TURN_TIMEOUT_S, quiet_s: float = 0.25, realtime: bool = False
+        self,
+        *,
+        turn_timeout_s: float = TURN_TIMEOUT_S,
+        quiet_s: float = 0.25,
+        realtime: bool = False,
+        transport: str | None = "browser",
+        session_prefix: str = "eval",
+        on_message: Callable[[dict[str, Any]], None] | None = None,
+        on_audio: Callable[[bytes, int], None] | None = None,
     ):
+        """``on_message`` sees every server message as it happens and ``on_audio`` the agent's
+        audio (PCM16, rate) - ``manage.py talk`` prints and plays them; tests leave them unset."""
         self.turn_timeout_s = turn_timeout_s
         self.realtime = realtime
+        self.transport = transport
+        self.session_prefix = session_prefix
+        self.on_message = on_message
+        self.on_audio = on_audio
         self.quiet_s = quiet_s  # no event for this long (and audio played): the agent is done
         self.session_id = ""
         self.profile: dict[str, Any] | None = None
@@ -190,11 +218,17 @@ class EngineTarget:
         self._first_audio: float | None = None
         self._turn_start = time.monotonic()
 
-    async def open(self, scenario: str, *, seed: int | None, variables: dict[str, Any]) -> str:
+    async def open(
+        self, scenario: str, *, seed: int | None, variables: dict[str, Any], agent: str | None = None
+    ) -> str:
         await start_engine()
-        self.session_id = f"eval-{uuid.uuid4().hex[:16]}"
-        self.profile = await sync_to_async(prepare_session)(self.session_id, scenario, seed, variables)
-        conversation = _runtime().new_conversation(self.session_id, scenario, transport="browser")
+        self.session_id = f"{self.session_prefix}-{uuid.uuid4().hex[:16]}"
+        self.profile = await sync_to_async(prepare_session)(
+            self.session_id, scenario, seed, variables, self.transport
+        )
+        conversation = _runtime().new_conversation(
+            self.session_id, scenario, transport=self.transport, agent=agent
+        )
         self.conversation = conversation
         self._reader = asyncio.get_running_loop().create_task(self._read(conversation))
         self._begin_turn()
@@ -217,10 +251,19 @@ class EngineTarget:
                 conversation.push_dtmf(digit)
             turn_end = time.monotonic()
         elif turn.audio:
-            turn_end = await self._speak(turn.say or "")
+            turn_end = await self._speak(await speech_16k(turn.say or ""))
         else:
             turn_end = time.monotonic()
             await conversation.push_text(turn.say or "")
+        return await self._finish_turn(states, require_change=True, turn_end=turn_end)
+
+    async def speak(self, pcm16k: bytes) -> TurnObservation:
+        """One caller turn of recorded speech (16 kHz PCM16 mono: a WAV file, resampled)."""
+        if self.conversation is None or self._done:
+            raise RuntimeError("the conversation has ended")
+        states = self._states
+        self._begin_turn()
+        turn_end = await self._speak(pcm16k)
         return await self._finish_turn(states, require_change=True, turn_end=turn_end)
 
     async def close(self) -> None:
@@ -247,10 +290,15 @@ class EngineTarget:
                 if event.kind == "Audio":
                     if self._first_audio is None:
                         self._first_audio = time.monotonic()
+                    if self.on_audio is not None:
+                        self.on_audio(event.pcm, event.sample_rate)
                     continue
                 mapped = event_payload(event)
                 if mapped is not None:
-                    self.recorder.add(envelope(self.session_id, *mapped))
+                    message = envelope(self.session_id, *mapped)
+                    self.recorder.add(message)
+                    if self.on_message is not None:
+                        self.on_message(message)
                 if event.kind == "StateChange":
                     self._state = event.state
                     self._states += 1
@@ -293,10 +341,9 @@ class EngineTarget:
             obs.first_audio_ms = round(max(0.0, self._first_audio - turn_end) * 1000.0, 1)
         return obs
 
-    async def _speak(self, text: str) -> float:
-        """The caller's words as a microphone delivers them; returns when the speech ended."""
+    async def _speak(self, audio: bytes) -> float:
+        """The caller's speech (16 kHz PCM16) as a microphone delivers it; returns when it ended."""
         conversation = self.conversation
-        audio = await speech_16k(text)
         loop = asyncio.get_running_loop()
         start, sent = loop.time(), 0
         silence = bytes(FRAME)

@@ -1,4 +1,4 @@
-"""The targets of ``manage.py test_agents --transport browser|phone|audiohook --url ...``: a
+"""The targets of ``manage.py test_agents --transport browser|phone|twilio|audiohook --url ...``: a
 conversation with a running service over one of its transports, seen as the same
 :class:`~agents_app.evals.observe.TurnObservation` as the in-process engine target.
 
@@ -13,5 +13,14 @@ from agents_app.evals.remote.audiohook import AudioHookTarget
 from agents_app.evals.remote.base import TURN_TIMEOUT_S, NoAnswer, TargetError
 from agents_app.evals.remote.browser import BrowserTarget
 from agents_app.evals.remote.phone import PhoneTarget
+from agents_app.evals.remote.twilio import TwilioTarget
 
-__all__ = ["TURN_TIMEOUT_S", "AudioHookTarget", "BrowserTarget", "NoAnswer", "PhoneTarget", "TargetError"]
+__all__ = [
+    "TURN_TIMEOUT_S",
+    "AudioHookTarget",
+    "BrowserTarget",
+    "NoAnswer",
+    "PhoneTarget",
+    "TargetError",
+    "TwilioTarget",
+]

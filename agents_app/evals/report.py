@@ -73,6 +73,33 @@ class Printer:
             self.write(f"{pad}{'error: ' if result.status == 'error' else 'note: '}{note}")
 
 
+class TurnPrinter:
+    """``on_turn`` for :func:`agents_app.evals.runner.run`: one line per turn as it ends, so a
+    run over a transport (seconds a turn) shows where it is."""
+
+    def __init__(self, write: Callable[[str], Any]):
+        self.write = write
+
+    def __call__(self, test: Any, index: int, obs: Any) -> None:
+        what = "greeting" if index == 0 else f"turn {index}"
+        parts = [f"  {test.id} {what}:"]
+        if obs.transcript:
+            parts.append(f"caller {obs.transcript!r} ->")
+        parts.append(f"{obs.agent or 'agent'}: {_clip(obs.reply) or '(nothing said)'}")
+        extras = [f"tool {c.get('name')}" for c in obs.tool_calls]
+        extras += [f"handoff {h.get('from')} -> {h.get('to')} ({h.get('type')})" for h in obs.handoffs]
+        extras += [f"error {e.get('code')}" for e in obs.errors]
+        if obs.first_audio_ms is not None:
+            extras.append(f"first audio {obs.first_audio_ms:.0f} ms")
+        if obs.ended:
+            extras.append("ended")
+        self.write(" ".join(parts) + (f"  [{', '.join(extras)}]" if extras else ""))
+
+
+def _clip(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # --- files --------------------------------------------------------------------------------------
 def _observation(obs: Any) -> dict[str, Any]:
     data = asdict(obs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from agents_app.evals.spec import EvalTest
 
 __all__ = ["Failure", "RunReport", "Skipped", "TestResult", "format_transcript", "run"]
 
+logger = logging.getLogger("agents_app.evals")
 TURN_TIMEOUT_S = 90.0  # a target that neither answers nor fails within this is an error
 CLOSE_TIMEOUT_S = 10.0
 
@@ -151,14 +153,20 @@ def _context(test: EvalTest, session_id: str, profile: dict[str, Any] | None) ->
     return context
 
 
+OnTurn = Callable[[EvalTest, int, TurnObservation], None]  # (test, 0 = greeting / n, what happened)
+
+
 class _TestRun:
     """One test on one target."""
 
-    def __init__(self, test: EvalTest, target: Target, judge: Any, turn_timeout_s: float):
+    def __init__(
+        self, test: EvalTest, target: Target, judge: Any, turn_timeout_s: float, on_turn: OnTurn | None = None
+    ):
         self.test = test
         self.target = target
         self.judge = judge
         self.turn_timeout_s = turn_timeout_s
+        self.on_turn = on_turn
         self.result = TestResult(test, "passed")
         self.render: Callable[[str], str] = str
         self.where = "open"
@@ -180,6 +188,7 @@ class _TestRun:
         self.render = _Renderer(_context(test, session_id, _profile_for(self.target, test)))
         greeting = await self.call("greeting", self.target.greeting())
         result.turns.append(greeting)
+        self.seen(0, greeting)
         if test.greeting is not None and not await self.check(0, test.greeting):
             return
         for index, step in enumerate(test.turns, 1):
@@ -193,10 +202,19 @@ class _TestRun:
                 audio=step.turn.audio,
             )
             result.turns.append(await self.call(f"turn {index}", self.target.turn(turn)))
+            self.seen(index, result.turns[-1])
             if step.expect is not None and not await self.check(index, step.expect):
                 if index < len(test.turns):
                     result.notes.append(f"stopped after turn {index} of {len(test.turns)}")
                 return
+
+    def seen(self, index: int, obs: TurnObservation) -> None:
+        """A turn is over: whoever follows the run hears of it now (a report must not raise)."""
+        if self.on_turn is not None:
+            try:
+                self.on_turn(self.test, index, obs)
+            except Exception:
+                logger.exception("agent tests: a turn report failed")
 
     def fail(self, index: int, expectation: str, expected: str, actual: str) -> None:
         transcript = format_transcript(self.result.turns)
@@ -232,15 +250,17 @@ async def run_test(
     *,
     judge: Any = None,
     turn_timeout_s: float = TURN_TIMEOUT_S,
+    on_turn: OnTurn | None = None,
 ) -> TestResult:
-    """One test on a fresh target; never raises (a broken target is an ``error`` result)."""
+    """One test on a fresh target; never raises (a broken target is an ``error`` result);
+    ``on_turn`` hears of each turn as it ends."""
     started = time.monotonic()
     target: Target | None = None
     runner: _TestRun | None = None
     result = TestResult(test, "passed")
     try:
         target = make_target()
-        runner = _TestRun(test, target, judge, turn_timeout_s)
+        runner = _TestRun(test, target, judge, turn_timeout_s, on_turn)
         result = runner.result
         await runner.run()
     except Skipped as exc:
@@ -274,14 +294,18 @@ async def run(
     judge: Any = None,
     concurrency: int = 1,
     turn_timeout_s: float = TURN_TIMEOUT_S,
+    on_turn: OnTurn | None = None,
 ) -> RunReport:
-    """Every test on its own fresh target; ``on_result`` as each finishes; results in test order."""
+    """Every test on its own fresh target; ``on_result`` as each finishes, ``on_turn`` as each
+    turn ends; results in test order."""
     started = time.monotonic()
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(test: EvalTest) -> TestResult:
         async with gate:
-            result = await run_test(test, make_target, judge=judge, turn_timeout_s=turn_timeout_s)
+            result = await run_test(
+                test, make_target, judge=judge, turn_timeout_s=turn_timeout_s, on_turn=on_turn
+            )
         if on_result is not None:
             on_result(result)
         return result

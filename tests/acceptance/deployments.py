@@ -4,9 +4,9 @@ with two workers on Redis; and what its log says afterwards.
 ``scripts/run`` is started as the README says (``PORT``, ``HOST``, a ``DATABASE_URL`` and the
 deployment's variables in the environment): it runs ``scripts/_setup.sh``, migrates and execs
 daphne, so the suite serves exactly what a new user gets. The second deployment is the README's
-scale-out shape: ``uvicorn voiceagent.asgi:application --workers 2`` sharing one database and one
-Redis database (:data:`REDIS_DB`, one per pytest worker, flushed before and after; no other test
-uses it).
+scale-out shape: ``uvicorn voiceagent.asgi:application --workers 2`` sharing one PostgreSQL
+database (a fresh copy of the migrated template, :mod:`postgres`) and one Redis database
+(:data:`REDIS_DB`, one per pytest worker, flushed before and after; no other test uses it).
 
 Both write stdout and stderr to one log file; :func:`incidents` cuts it into ERROR/CRITICAL lines
 and tracebacks, which the modules compare with what they provoked on purpose.
@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import postgres
 import pytest
 import redis
-from servers import ROOT, free_port, migrate, server_command, wait_http
+from servers import ROOT, free_port, server_command, wait_http
 
 from voiceagent.config import BY_NAME
 
@@ -34,7 +35,7 @@ UVICORN = "uvicorn-2-workers-redis"
 KINDS = (RUN, UVICORN)
 WORKERS = 2
 # 0 test_redis, 2 test_multiprocess_relay, 3 test_relay_shutdown, 5 test_telephony_servers, 12
-# test_worker_kill; one database per pytest-xdist worker (up to four; scripts/test runs two), as
+# test_worker_kill; one database per pytest-xdist worker (up to four; scripts/test runs three), as
 # two workers may run acceptance modules at once and each deployment flushes its database
 _WORKER_DBS = (11, 13, 14, 15)
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
@@ -68,15 +69,23 @@ class Deployment:
     api_key: str
     workers: int = 1
     ready_503s: int = 0  # /ready answers 503 seen while waiting for the start
+    database: str | None = None  # a PostgreSQL database of its own, dropped when it stops
+    host: str = "127.0.0.1"  # the address it listens on (another loopback address: another host)
     stopped: bool = field(default=False, init=False)
 
     @property
     def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api/v1"
+        return f"http://{self.host}:{self.port}/api/v1"
 
     @property
     def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/api/v1"
+        return f"ws://{self.host}:{self.port}/api/v1"
+
+    @property
+    def database_url(self) -> str:
+        """Its ``DATABASE_URL``: PostgreSQL for the scale-out shape, SQLite beside its log for
+        ``scripts/run``."""
+        return self.database or f"sqlite:///{self.log.parent / 'db.sqlite3'}"
 
     @property
     def auth(self) -> dict[str, str]:
@@ -102,6 +111,8 @@ class Deployment:
                 self.proc.wait(10)
         if self.kind == UVICORN:
             flush_redis()
+        if self.database:
+            postgres.drop(self.database)
 
     def _signal(self, sig: int) -> None:
         if self.kind == RUN:  # scripts/run execs daphne in its own session: the group is ours
@@ -146,11 +157,12 @@ def start(kind: str, root: Path, env: dict[str, str], api_key: str) -> Deploymen
                 start_new_session=True,
             )
         deployment = Deployment(kind, port, log, proc, api_key)
-    elif kind == UVICORN:
+    elif kind == UVICORN:  # the README's production: PostgreSQL and Redis (a fresh database each)
         flush_redis()
-        full.update(CACHE_HOST="127.0.0.1", CACHE_PORT="6379", CACHE_DB=str(REDIS_DB))
-        migrate(full)
+        database = postgres.fresh_database("acc")
+        full.update(CACHE_HOST="127.0.0.1", CACHE_PORT="6379", CACHE_DB=str(REDIS_DB), DATABASE_URL=database)
         deployment = spawn_uvicorn(kind, port, log, full, api_key)
+        deployment.database = database
     else:
         raise ValueError(kind)
     try:

@@ -31,6 +31,7 @@ from clients import (
 from websockets.exceptions import ConnectionClosed
 
 ANSWER_AUDIO_TIMEOUT_S = 10.0  # against a hang only: the answer's first audio
+AUDIO_FLOWING_S = 0.3  # the last agent frame this recently: its audio is still playing (paced, 20 ms)
 
 
 class PhoneCaller:
@@ -82,6 +83,10 @@ class PhoneCaller:
             while not self.last_audio or time.monotonic() - self.last_audio < gap:
                 await asyncio.sleep(0.1)
 
+    def _agent_speaking(self) -> bool:
+        """The agent's paced audio is still coming (its last frame within AUDIO_FLOWING_S)."""
+        return bool(self.last_audio) and time.monotonic() - self.last_audio < AUDIO_FLOWING_S
+
     async def say(self, sentence: str, audio: bytes, dashboard: Dashboard) -> Utterance:
         """Speak, then wait for the final transcript and the agent's answer (its words, not its
         playing out). The media stream carries no ``error`` message: an utterance that failed is
@@ -90,6 +95,9 @@ class PhoneCaller:
         self.utterances.append(utterance)
         start, seen, stops = len(self.inbox.messages), len(dashboard.inbox.messages), len(self.client.stops)
         audio_before = len(self.client.audio)
+        # the agent's paced audio still coming when the caller begins (the phone plays it as it
+        # comes): the caller speaks over the agent (1.0; the seconds left are not known here)
+        utterance.over_agent_s = 1.0 if self._agent_speaking() else 0.0
         await self.mic.say(audio)
         async with asyncio.timeout(TURN_TIMEOUT_S):
             while True:
@@ -101,8 +109,11 @@ class PhoneCaller:
                     break
                 await asyncio.sleep(0.05)
         utterance.transcript = self.inbox.messages[i]["payload"]["text"]
-        utterance.barged_in = len(self.client.stops) > stops  # StopAudio: the provider flushes
         answer = await self.inbox.wait(is_type("agent_response", final=True), i)
+        # StopAudio (the provider flushes) by the time the answer to it came: how soon is a
+        # benchmark's (bench_turn_taking); on a loaded machine the words that stop the agent may
+        # come with the final transcript
+        utterance.barged_in = len(self.client.stops) > stops
         utterance.answers = [self.inbox.messages[answer]["payload"]["text"]]
         # some of its audio: the words come first, the audio once its first sentence is synthesised
         # (a fixed 0.5 s wait held for espeak-ng, not for Piper with six calls answering at once)

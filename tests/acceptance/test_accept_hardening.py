@@ -51,7 +51,7 @@ def staff_cookie(deployment: Deployment) -> str:
         **clean_environ(),
         **SERVER_ENV,
         "API_KEYS": deployment.api_key,
-        "DATABASE_URL": f"sqlite:///{deployment.log.parent / 'db.sqlite3'}",
+        "DATABASE_URL": deployment.database_url,
         "LOG_LEVEL": "WARNING",
     }
     done = subprocess.run(

@@ -1,5 +1,9 @@
 """Acceptance: hostile input from the providers' side, generated (Hypothesis), against the real
-server - the phone media stream (ACS frames) and the AudioHook v2 bridge.
+server - the phone media stream (ACS frames), Twilio Media Streams and the AudioHook v2 bridge.
+
+Twilio (docs/api.md): after a genuine signed ``start``, any frame may only close the stream with a
+documented code (1000 ``stop``, 1003 binary, 1007 invalid JSON or payload, 1008 a frame on another
+streamSid or a second start, 1009 too big), never 1011; unknown events are dropped and counted.
 
 Media stream (docs/api.md): the provider reads no answers, so a message the service cannot use is
 dropped and counted in ``/media/status``, and the stream goes on; the socket may only close with a
@@ -20,12 +24,14 @@ import uuid
 import httpx
 import pytest
 import websockets
+from acs_peer import TEST_BASE_URL
 from audiohook_client import ORG, AudioHookClient
 from audiohook_client import over_websockets as audiohook_socket
 from deployments import Deployment, assert_log_clean
 from hostile import ANY_JSON, FUZZ_SETTINGS, Bystander
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twilio_media_client import sign, twilio_sid
 from websockets.exceptions import ConnectionClosed
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
@@ -35,6 +41,9 @@ SERVER_ENV = {
     "CONTACTCENTER_API_KEY": CC_KEY,
     "TELEPHONY_MAX_MESSAGE_BYTES": "8192",
     "REPROMPT_AFTER_S": "0",  # the bystander is silent while the fuzz runs: no re-prompts, no goodbye
+    # Twilio's webhook and stream answer beside ACS (which places the outbound calls)
+    "TWILIO_ACCOUNT_SID": "AC" + "5" * 32,
+    "TWILIO_AUTH_TOKEN": "acceptance-twilio-token",
 }
 QUIET_S = 0.3  # AudioHook: a session with nothing more to say
 READ_S = 0.5  # media: what a stream answers within this after the batch
@@ -138,6 +147,111 @@ def test_hostile_media_frames_are_dropped_and_counted_and_touch_no_one_else(
             dropped
         )
     assert "close 1003" in outcomes, outcomes  # the fuzz reached past the frame into the metadata checks
+    assert bystander.answers("hello"), bystander.received[-10:]
+    assert not bystander.errors(), bystander.errors()
+
+
+# --- Twilio Media Streams ------------------------------------------------------------------------
+TWILIO_ACCOUNT, TWILIO_TOKEN = SERVER_ENV["TWILIO_ACCOUNT_SID"], SERVER_ENV["TWILIO_AUTH_TOKEN"]
+MULAW = st.binary(max_size=400).map(lambda b: base64.b64encode(b).decode())
+TWILIO_BODIES = {
+    "media": st.fixed_dictionaries(
+        {},
+        optional={
+            "payload": MULAW | st.sampled_from(["", "not base64!", "A" * 9000]) | ANY_JSON,
+            "track": ANY_JSON,
+        },
+    ),
+    "dtmf": st.fixed_dictionaries({}, optional={"digit": st.text("0123456789*#ABx", max_size=3) | ANY_JSON}),
+    "mark": st.fixed_dictionaries({}, optional={"name": ANY_JSON}),
+    "stop": st.fixed_dictionaries({}, optional={"callSid": ANY_JSON}),
+    "start": st.fixed_dictionaries({}, optional={"callSid": ANY_JSON, "mediaFormat": ANY_JSON}),
+}
+
+
+def _twilio(event: str, body, same_stream: bool, stream_sid: str) -> str:
+    message = {"event": event, "streamSid": stream_sid if same_stream else twilio_sid("MZ"), event: body}
+    return json.dumps(message)
+
+
+TWILIO_MESSAGE = st.one_of(
+    *(
+        st.builds(_twilio, st.just(event), body, st.booleans() | st.just(True), st.just("{sid}"))
+        for event, body in TWILIO_BODIES.items()
+    ),
+    st.builds(
+        lambda event, body: json.dumps({"event": event, "streamSid": "{sid}", "x": body}),
+        st.text(max_size=12),
+        ANY_JSON,
+    ),
+    ANY_JSON.map(json.dumps),
+    st.text(max_size=40),
+    st.binary(max_size=64),
+)
+TWILIO_CLOSES = {
+    1000: ("the call ended",),
+    1003: ("binary frames",),
+    1007: ("a message that is not", "media payload is not base64", "media without a payload"),
+    1008: ("unknown streamSid", "a second start"),
+    1009: ("message too big",),
+}
+
+
+async def _twilio_exchange(deployment: Deployment, batch: list) -> tuple[list[dict], int | None, str]:
+    """A call answered through the signed voice webhook, its stream opened and started as Twilio
+    does, then the batch."""
+    call_sid, stream_sid = twilio_sid("CA"), twilio_sid("MZ")
+    form = {"AccountSid": TWILIO_ACCOUNT, "CallSid": call_sid, "From": "+15551230003", "To": "+15550001111"}
+    signature = sign(TWILIO_TOKEN, f"{TEST_BASE_URL}/api/v1/twilio/voice", form)
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.post(
+            f"{deployment.http}/twilio/voice", data=form, headers={"X-Twilio-Signature": signature}
+        )
+    assert answer.status_code == 200, answer.text
+    session_id = answer.text.split('name="session_id" value="')[1].split('"')[0]
+    public = "wss://voice.example.com/api/v1/twilio/stream?events=1"
+    received: list[dict] = []
+    headers = {"X-Twilio-Signature": sign(TWILIO_TOKEN, public)}
+    async with websockets.connect(
+        f"{deployment.ws}/twilio/stream?events=1", additional_headers=headers, max_queue=None, open_timeout=30
+    ) as ws:
+        start = {
+            "accountSid": TWILIO_ACCOUNT,
+            "streamSid": stream_sid,
+            "callSid": call_sid,
+            "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+            "customParameters": {"session_id": session_id},
+        }
+        try:
+            await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+            await ws.send(json.dumps({"event": "start", "start": start, "streamSid": stream_sid}))
+            for message in batch:
+                await ws.send(message.replace("{sid}", stream_sid) if isinstance(message, str) else message)
+                await asyncio.sleep(0.01)
+            async with asyncio.timeout(READ_S):
+                async for raw in ws:
+                    if isinstance(raw, str):
+                        received.append(json.loads(raw))
+        except (ConnectionClosed, TimeoutError):
+            pass
+        return received, ws.close_code, ws.close_reason or ""
+
+
+@pytest.mark.timeout(600)
+def test_hostile_twilio_frames_close_only_with_documented_codes(deployment: Deployment, bystander: Bystander):
+    outcomes: dict[str, int] = {}
+
+    @settings(FUZZ_SETTINGS, max_examples=40)
+    @given(st.lists(TWILIO_MESSAGE, min_size=1, max_size=8))
+    def fuzz(batch: list) -> None:
+        received, code, reason = asyncio.run(_twilio_exchange(deployment, batch))
+        outcomes[f"close {code}"] = outcomes.get(f"close {code}", 0) + 1
+        assert not [m for m in received if m.get("type") == "error"], (received, batch)
+        if code is not None:
+            assert code in TWILIO_CLOSES and reason.startswith(TWILIO_CLOSES[code]), (code, reason, batch)
+
+    fuzz()
+    assert {"close 1007", "close 1008"} & set(outcomes), outcomes  # the fuzz reached the frame checks
     assert bystander.answers("hello"), bystander.received[-10:]
     assert not bystander.errors(), bystander.errors()
 

@@ -113,3 +113,52 @@ def test_viewer_of_an_empty_session_says_so(staff_client, db):
 def test_viewer_needs_staff(client, session):
     response = client.get(f"/admin/agents_app/session/{session.session_id}/change/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+AT = 1795866993.57  # 2026-11-28 11:56:33.570 UTC
+
+
+@pytest.fixture
+def spoken(db):
+    """Two spoken turns: one decoded in the caller's pause (stt ~0), one with an old 0 and no
+    pause figure (rows stored before stt_pause_decode existed)."""
+    session = Session.objects.create(session_id="sess-stt", scenario="banking", transport="phone")
+    for i, latency in enumerate(
+        [
+            {"stt": 0.0, "stt_pause_decode": 140.0, "end_to_first_audio": 700},
+            {"stt": 0.0, "end_to_first_audio": 650},
+        ]
+    ):
+        HistoryTurn.objects.create(session=session, role="user", content="hello", at=AT + 2 * i)
+        HistoryTurn.objects.create(
+            session=session,
+            role="assistant",
+            content="Hi.",
+            agent="concierge",
+            latency_ms=latency,
+            at=AT + 2 * i + 1,
+        )
+    HandoffRecord.objects.create(
+        session=session, from_agent="concierge", to_agent="auth_agent", type="discrete", at=AT + 5
+    )
+    return session
+
+
+def test_times_are_dates_and_speech_to_text_says_what_it_measured(staff_client, spoken):
+    html = staff_client.get(f"/admin/agents_app/session/{spoken.session_id}/change/").content.decode()
+    assert "1795866993" not in html.replace('data-at="1795866993', "")  # no raw epoch shown
+    assert "2026-11-28 11:56:33.570 UTC" in html  # the history and handoff inlines
+    assert "2026-11-28 11:56:38.570 UTC" in html
+    view = viewer(staff_client, spoken)
+    assert '<time class="at" datetime="2026-11-28T11:56:33.570+00:00"' in view and ">11:56:33</time>" in view
+    assert "speech to text (decoded in the caller&#x27;s pause)" in view
+    labels = re.findall(r'<span class="label">([^<]+)</span>', view)
+    assert labels.count("speech to text (decoded in the caller&#x27;s pause)") == 1
+    assert not any(label.startswith("speech to text") and "pause" not in label for label in labels)
+    assert "speech to text: not measured" in view  # the old 0 is not drawn as a 0 ms bar
+    assert "> 0 ms" not in view and ">0 ms" not in view
+
+
+def test_the_history_list_shows_dates(staff_client, spoken):
+    html = staff_client.get("/admin/agents_app/historyturn/").content.decode()
+    assert "2026-11-28 11:56:33.570 UTC" in html and "1795866993" not in html

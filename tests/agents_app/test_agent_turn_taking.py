@@ -207,11 +207,14 @@ def admin_client(client, django_user_model, loaded):
     return client
 
 
-def admin_form(**extra) -> dict[str, str]:
+def admin_form(section: dict | None = None, **extra) -> dict:
+    """The admin's agent form; ``section``: the turn-taking keys typed into their own fields."""
     data = {"name": "tt_admin", "description": "", "greeting": "", "return_greeting": ""}
-    data.update(handoff_trigger="", tools='["end_conversation"]', prompt="You help.", model="")
+    data.update(handoff_trigger="", tools=["end_conversation"], prompt="You help.", model="")
     data.update(temperature="", top_p="", max_tokens="", voice="", voice_style="", voice_rate="")
-    data.update(vad_silence_timeout_ms="", turn_taking="")
+    data.update(vad_silence_timeout_ms="")
+    for key, value in (section or {}).items():
+        data[f"turn_taking_{key}"] = "\n".join(value) if key == "fillers" else value
     data.update(extra)
     return data
 
@@ -220,8 +223,11 @@ def test_admin_agent_round_trip(admin_client):
     from agents_app.catalog import catalog
 
     page = admin_client.get("/admin/agents_app/agent/add/").content.decode()
-    assert "Turn-taking" in page and 'name="turn_taking"' in page
-    response = admin_client.post("/admin/agents_app/agent/add/", admin_form(turn_taking=json.dumps(SECTION)))
+    assert "Turn-taking" in page and 'name="turn_taking"' not in page  # typed fields, no JSON box
+    for key in tt.TURN_TAKING_KEYS:
+        assert f'name="turn_taking_{key}"' in page
+    assert 'name="turn_taking_min_interruption_ms" min="0" max="5000"' in page.replace(' step="1"', "")
+    response = admin_client.post("/admin/agents_app/agent/add/", admin_form(SECTION))
     assert response.status_code == 302, response.content.decode()[-3000:]
     catalog.reload()
     assert catalog.agent("tt_admin").turn_taking == EXPECTED
@@ -231,39 +237,46 @@ def test_admin_agent_round_trip(admin_client):
     assert core_with_globals().turn_taking_for(catalog.agent("tt_admin")).max_reprompts == 3
 
 
-def test_admin_empty_box_is_an_empty_section(admin_client):
+def test_admin_empty_fields_are_an_empty_section(admin_client):
     assert admin_client.post("/admin/agents_app/agent/add/", admin_form()).status_code == 302
     assert Agent.objects.get(name="tt_admin").turn_taking == {}
 
 
 @pytest.mark.parametrize(
-    ("section", "message"),
+    ("fields", "field", "message"),
     [
-        ('{"fillers": []}', "turn_taking.fillers: must hold 1 to 10 lines"),
-        ('{"min_interruption_ms": 99999}', "turn_taking.min_interruption_ms: must be between 0 and 5000"),
-        ('{"repromt": "hi"}', "turn_taking.repromt: unknown field"),
-        ('["a"]', "turn_taking: must be a mapping"),
-        ("{not json", "Enter a valid JSON"),
+        (
+            {"turn_taking_min_interruption_ms": "99999"},
+            "turn_taking_min_interruption_ms",
+            "less than or equal to 5000",
+        ),
+        ({"turn_taking_endpointing_max_ms": "abc"}, "turn_taking_endpointing_max_ms", "Enter a whole number"),
+        ({"turn_taking_fillers": "\n".join(["x"] * 11)}, "turn_taking_fillers", "at most 10 lines"),
+        ({"turn_taking_fillers": "x" * 201}, "turn_taking_fillers", "at most 200 characters"),
+        ({"turn_taking_reprompt": "x" * 501}, "turn_taking_reprompt", "at most 500 characters"),
     ],
 )
-def test_admin_refuses_bad_sections(admin_client, section, message):
-    response = admin_client.post("/admin/agents_app/agent/add/", admin_form(turn_taking=section))
+def test_admin_refuses_bad_values_on_their_field(admin_client, fields, field, message):
+    response = admin_client.post("/admin/agents_app/agent/add/", admin_form(**fields))
     assert response.status_code == 200
-    assert message in response.content.decode()
+    errors = response.context["adminform"].form.errors
+    assert field in errors and message in " ".join(errors[field]), errors
     assert not Agent.objects.filter(name="tt_admin").exists()
 
 
 def test_admin_edit_of_a_file_agent_is_an_override_that_survives_a_restart(admin_client):
+    from agents_app.admin_forms import turn_taking_initial
     from agents_app.catalog import catalog, sync_files
     from agents_app.models import AGENT_FIELDS
 
     row = Agent.objects.get(name="cards_agent")
-    data = {f: getattr(row, f) for f in AGENT_FIELDS}
     data = {
-        f: "" if v is None else json.dumps(v) if f in ("tools", "turn_taking") else v for f, v in data.items()
+        f: "" if v is None else v
+        for f, v in ((f, getattr(row, f)) for f in AGENT_FIELDS)
+        if f != "turn_taking"
     }
-    section = {**row.turn_taking, "reprompt_after_s": 40}
-    data.update(name="cards_agent", turn_taking=json.dumps(section))
+    data.update(turn_taking_initial(row.turn_taking))
+    data.update(name="cards_agent", turn_taking_reprompt_after_s="40")
     response = admin_client.post(f"/admin/agents_app/agent/{row.pk}/change/", data)
     assert response.status_code == 302, response.content.decode()[-3000:]
     sync_files()

@@ -122,6 +122,7 @@ def test_shipped_scenarios(shipped):
     assert banking.start_agent == "concierge"
     assert set(banking.agents) == {"concierge", "auth_agent", "fraud_agent", "cards_agent"}
     assert banking.agent_defaults["company_name"] == "Contoso Bank"
+    assert banking.transfer_target == "+15550009999"
     edges = {(h.from_agent, h.to_agent): h.type for h in banking.handoffs}
     assert edges[("concierge", "auth_agent")] == "announced"
     assert edges[("auth_agent", "fraud_agent")] == "discrete"
@@ -369,6 +370,28 @@ def test_validate_scenario_on_plain_data():
     problems = validate_scenario(no_defaults, agents)
     assert any(p.field == "agent_defaults" and "'company_name'" in p.message for p in problems)
     assert validate_scenario(no_defaults, agents, check_templates=False)[0].level == "warning"
+
+
+@pytest.mark.parametrize(
+    ("target", "ok"),
+    [
+        ("+15550009999", True),
+        ("8:acs:resource_user-1", True),
+        ("15550009999", False),  # no +
+        ("+0123456", False),
+        ("sip:alice@10.0.0.1", False),  # only what ACS transfers to
+        (5550009999, False),
+        ("+1555" + "0" * 20, False),
+    ],
+)
+def test_a_scenarios_transfer_target_is_a_phone_number_or_an_acs_user(target, ok):
+    agents = {"a": _agent("a", "handoff_a", [])}
+    data = {"name": "s", "start_agent": "a", "agents": ["a"], "transfer_target": target}
+    spec, problems = parse_scenario(data, agents, source="session")
+    if ok:
+        assert spec is not None and spec.transfer_target == target, problems
+    else:
+        assert spec is None and [p.field for p in problems if p.is_error] == ["transfer_target"]
 
 
 # ---------------------------------------------------------------------------------------------

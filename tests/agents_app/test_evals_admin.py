@@ -1,8 +1,11 @@
-"""The Scenario admin's "Run agent tests" action, as a staff user uses it: the selected scenario's
-built-in suite runs on the in-process engine and the page shows each test's outcome, the failing
-expectation and the transcript; a handoff broken through the admin shows up there as a failure."""
+"""The Scenario admin's "Run agent tests" action, as a staff user uses it: the action answers at
+once with a page that follows the run (the selected scenario's built-in suite, in the background
+on the in-process engine), then shows each test's outcome, the failing expectation and the
+transcript; a handoff broken through the admin shows up there as a failure."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from django.urls import reverse
@@ -23,10 +26,17 @@ def staff(client, loaded):
 
 
 def run_action(client, *names: str):
+    """The action (a redirect at once), the run waited for, then its page."""
+    from agents_app import eval_jobs
     from agents_app.models import Scenario
 
     picked = [Scenario.objects.get(name=name).pk for name in names]
-    return client.post(reverse(CHANGELIST), {"action": "run_agent_tests", "_selected_action": picked})
+    started = time.monotonic()
+    response = client.post(reverse(CHANGELIST), {"action": "run_agent_tests", "_selected_action": picked})
+    assert response.status_code == 302 and time.monotonic() - started < 5  # no waiting for the tests
+    job_id = response["Location"].rstrip("/").rsplit("/", 1)[-1]
+    assert eval_jobs.wait(job_id, 500)
+    return client.get(response["Location"])
 
 
 def default_tests() -> list[str]:
@@ -39,8 +49,8 @@ def test_the_action_runs_the_scenarios_suite_and_shows_every_test_passed(staff):
     assert response.status_code == 200
     assert "admin/evals_report.html" in [t.name for t in response.templates]
     results = response.context["results"]
-    assert [r.test.name for r in results] == default_tests()  # the default suite only, not banking's
-    assert {r.status for r in results} == {"passed"}, [(r.test.name, r.failures) for r in results]
+    assert [r["test"]["name"] for r in results] == default_tests()  # the default suite only, not banking's
+    assert {r["status"] for r in results} == {"passed"}, [(r["test"]["name"], r["failures"]) for r in results]
     html = response.content.decode()
     assert f"{len(results)} passed, 0 failed, 0 errors, 0 skipped" in html
     assert html.count('data-status="passed"') == len(results)
@@ -67,12 +77,12 @@ def test_a_handoff_broken_in_the_admin_fails_naming_the_handoff_with_the_transcr
 
     response = run_action(staff, "default")
     assert response.status_code == 200
-    results = {r.test.name: r for r in response.context["results"]}
+    results = {r["test"]["name"]: r for r in response.context["results"]}
     broken = results["the specialist is brought in for a detailed question and hands back"]
-    assert broken.status == "failed"
-    failure = broken.failures[0]
-    assert failure.turn_index == 4 and failure.expectation.startswith("handoff")
-    assert "discrete" in failure.expected and "announced" in failure.actual
+    assert broken["status"] == "failed"
+    failure = broken["failures"][0]
+    assert failure["turn_index"] == 4 and failure["expectation"].startswith("handoff")
+    assert "discrete" in failure["expected"] and "announced" in failure["actual"]
     html = response.content.decode()
     assert 'data-status="failed"' in html
     assert "turn 4: handoff" in html
@@ -96,4 +106,4 @@ def test_the_run_is_bounded_in_time_and_lists_what_did_not_finish(fake_runtime):
 
     outcome = run_agent_tests_for(["default"], timeout_s=0.001)
     assert outcome["timed_out"] is True and not outcome["ok"]
-    assert [t.name for t in outcome["not_run"]] == default_tests()
+    assert [t.split("::", 1)[1] for t in outcome["not_run"]] == default_tests()

@@ -1,11 +1,11 @@
-"""Agent tests over a running service (``manage.py test_agents --transport browser|phone|audiohook``):
+"""Agent tests over a running service (``manage.py test_agents --transport browser|phone|twilio|audiohook``):
 the service started as ``scripts/run`` starts it (the acceptance suite's :func:`deployments.start`),
 on the offline providers (Whisper, Piper, the rules dialog), its telephony pointed at the local ACS
 peer (no media audience, as a development service runs) and its realtime voice API at the local
 realtime peer (the contact-center bridge runs on nothing else). Short test files run through the
 runner (:func:`agents_app.evals.runner.run`) over each transport, each checking a handoff, a tool
 call and a reply: typed, spoken and keypad turns on the browser socket, spoken and keypad turns on
-the phone, and over AudioHook a scripted realtime model's handoff and tool call.
+the phone (ACS and Twilio), and over AudioHook a scripted realtime model's handoff and tool call.
 """
 
 from __future__ import annotations
@@ -31,6 +31,17 @@ from servers import ROOT  # noqa: E402
 pytestmark = pytest.mark.slow
 
 REALTIME_KEY = "evals-realtime-key"
+TWILIO = {"TWILIO_ACCOUNT_SID": "AC" + "7" * 32, "TWILIO_AUTH_TOKEN": "evals-twilio-token"}
+
+# the greeting and the first turn every banking test here opens with
+OPENING = """    greeting: {agent: concierge, reply: {contains: "how can i help"}}
+    turns:
+      - say: "I lost my card"
+        expect:
+          agent: auth_agent
+          handoff: {from: concierge, to: auth_agent, type: announced}
+          reply: {contains: "full name"}
+"""
 
 BANKING = """
 suite: remote
@@ -38,14 +49,9 @@ scenario: banking
 tests:
   - name: a lost card, verified by the demo caller and the keypad
     seed: 7
-    greeting: {agent: concierge, reply: {contains: "how can i help"}}
-    turns:
-      - say: "I lost my card"
-        expect:
-          agent: auth_agent
-          handoff: {from: concierge, to: auth_agent, type: announced}
-          reply: {contains: "full name"}
-      - say: "Yes, that's me."
+"""
+BANKING += OPENING
+BANKING += """      - say: "Yes, that's me."
         audio: true
         expect:
           handoff: none
@@ -59,6 +65,19 @@ tests:
           handoff: {from: auth_agent, to: cards_agent, type: discrete}
           tool_calls: [{name: verify_mfa_code, args: {code: {digits: "{{ mfa_code }}"}}}]
           reply: {contains: "which card"}
+"""
+
+# over Twilio the runner's own wire is what is new (signed webhook and stream, speech as mu-law
+# 8 kHz, keys as dtmf messages); the banking flow itself is the browser's and the ACS phone's test.
+# Two turns, not the four of BANKING: the agent's long verification answers play in real time
+TWILIO_SHORT = """
+suite: remote-twilio
+scenario: banking
+tests:
+  - name: a lost card over Twilio, then keys
+"""
+TWILIO_SHORT += OPENING
+TWILIO_SHORT += """      - dtmf: "4821#"
 """
 
 CONTACT_CENTER = """
@@ -98,6 +117,7 @@ def service(tmp_path_factory, realtime) -> Deployment:
         "CLOUD_REALTIME_VOICE_ENDPOINT": f"http://127.0.0.1:{realtime.port}",
         "CLOUD_REALTIME_VOICE_API_KEY": REALTIME_KEY,
         "CLOUD_REALTIME_VOICE_MODEL": "gpt-realtime",
+        **TWILIO,  # Twilio's webhook and stream answer too (ACS places the outbound calls)
     }
     root = tmp_path_factory.mktemp("evals-remote")
     deployment = start(RUN, root, env, api_key=f"evals-{secrets.token_hex(12)}")
@@ -205,11 +225,55 @@ def test_the_command_runs_a_banking_conversation_over_the_browser(service, tmp_p
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "a lost card, verified by the demo caller and the keypad" in done.stdout
+    lines = done.stdout.splitlines()
+    turn = next(i for i, line in enumerate(lines) if " turn 1: caller " in line)  # each turn as it ends
+    assert turn < next(i for i, line in enumerate(lines) if "PASS" in line)
     assert 'failures="0"' in junit.read_text()
     (test,) = json.loads(report.read_text())["tests"]
     greeting, lost, confirmed, keyed = test["turns"]
     assert greeting["first_audio_ms"] is not None and lost["transcript"].lower().startswith("i lost my card")
     assert keyed["transcript"].startswith("Keypad entry: ")
+
+
+def test_the_command_runs_a_banking_conversation_over_twilio(service, tmp_path):
+    """``manage.py test_agents --transport twilio``: the command plays Twilio with the service's
+    account and token (from its environment): a signed voice webhook, then the Media Stream with a
+    signed upgrade, speech as mu-law 8 kHz and keys as ``dtmf``; a handoff and its reply."""
+    import os
+
+    from acs_peer import TEST_BASE_URL
+
+    path = tmp_path / "remote.yaml"
+    path.write_text(TWILIO_SHORT)
+    report = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEPHONY_", "TWILIO_"))}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "test_agents",
+            str(path),
+            "--transport",
+            "twilio",
+            "--url",
+            f"http://127.0.0.1:{service.port}",
+            "--api-key",
+            service.api_key,
+            "--json",
+            str(report),
+        ],
+        cwd=ROOT,
+        env={**env, **TWILIO, "BASE_URL": TEST_BASE_URL},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (test,) = json.loads(report.read_text())["tests"]
+    greeting, lost, keyed = test["turns"]
+    assert greeting["first_audio_ms"] is not None and lost["transcript"].lower().startswith("i lost my card")
+    assert keyed["transcript"] == "Keypad entry: 4821"
+    assert "Twilio stream" in service.log_text()  # it was the Twilio wire
 
 
 def test_the_service_log_is_clean(service):

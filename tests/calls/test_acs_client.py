@@ -111,6 +111,27 @@ async def test_hang_up_terminates_then_404_for_an_ended_call(peer, client):
     assert unknown.value.status == 404 and "Call not found" in str(unknown.value)
 
 
+async def test_transfer_asks_for_a_phone_number_or_an_acs_user_as_azure_documents_it(peer, client):
+    started = await client.create_call(
+        TARGET, callback_url=CALLBACK, media_url=MEDIA, audio_format="pcm16KMono"
+    )
+    cid = started.connection_id
+    await client.transfer(cid, "+15550009999", operation_context="transfer:s1")
+    await client.transfer(cid, "8:acs:resource_user-1")
+    [pstn, user] = peer.requests_to(f"/calling/callConnections/{cid}:transferToParticipant")
+    assert pstn.authorized and pstn.query.get("api-version")
+    target = pstn.body["targetParticipant"]
+    assert target["rawId"] == "4:+15550009999" and target["phoneNumber"] == {"value": "+15550009999"}
+    assert pstn.body["operationContext"] == "transfer:s1"
+    assert pstn.body["sourceCallerIdNumber"] == {"value": SOURCE}  # our number calls the person
+    assert user.body["targetParticipant"]["communicationUser"] == {"id": "8:acs:resource_user-1"}
+    assert "sourceCallerIdNumber" not in user.body
+    assert [t["connection_id"] for t in peer.transfers] == [cid, cid]
+    with pytest.raises(TelephonyError) as ended:
+        await client.transfer("no-such-call", "+15550009999")
+    assert ended.value.status == 404
+
+
 # --- failures ---------------------------------------------------------------------------------------
 async def test_wrong_key_is_401_without_the_key_in_the_message(peer):
     wrong_key = base64.b64encode(os.urandom(32)).decode()

@@ -223,3 +223,106 @@ async def test_the_banking_handoff_path_never_repeats_a_sentence_back_to_back(lo
         if before["agent"] != after["agent"]:  # a handoff: the new agent's first words
             repeated = set(sentences(before["text"])) & set(sentences(after["text"]))
             assert not repeated, f"{before['agent']} then {after['agent']} both said {repeated}"
+
+
+# --- 5. a person takes the conversation over (issue 32), whichever worker holds it ---------------------
+async def _post(host: str, path: str, body: dict | None = None) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await client.post(f"http://{host}/api/v1/{path}", json=body)
+
+
+def events(messages: list[dict], name: str) -> list[dict]:
+    return [m["payload"] for m in messages if m["type"] == "event" and m["payload"].get("name") == name]
+
+
+async def _played(host: str, session: str, line: str) -> None:
+    """Until the history says the caller heard ``line`` in full (corrected once it has played)."""
+    async with httpx.AsyncClient(timeout=30) as client, asyncio.timeout(TIMEOUT_S):
+        while True:
+            history = (await client.get(f"http://{host}/api/v1/sessions/{session}")).json()["history"]
+            if any(t["content"] == line and t.get("heard") == "played" for t in history):
+                return
+            await asyncio.sleep(0.2)
+
+
+async def test_a_person_takes_over_a_conversation_on_another_worker_speaks_and_hands_back(workers):
+    rest, talk = workers  # REST on worker a, the conversation on b
+    session = f"takeover-{uuid.uuid4().hex[:8]}"
+    async with Caller.connect(talk, session) as caller:
+        await caller.type("hello")
+        taken = await _post(rest, f"sessions/{session}/takeover", {"by": "alice"})
+        assert taken.status_code == 200, taken.text
+        assert taken.json() == {"session_id": session, "taken_over": True, "by": "alice"}
+        await caller.until(lambda m: m["type"] == "event" and m["payload"].get("name") == "takeover")
+        again = await _post(rest, f"sessions/{session}/takeover", {"by": "bob"})
+        assert again.status_code == 409 and "alice" in again.json()["detail"]
+
+        start = len(caller.messages)  # the caller types while the person has the call: not answered
+        await caller.send("text", {"text": "I want to talk to a person"})
+        await caller.until(lambda m: m["type"] == "transcript" and "a person" in m["payload"]["text"], start)
+        await caller.until(is_state("listening"), start)
+        said = await _post(rest, f"sessions/{session}/say", {"text": "Hi, this is Alice from the bank."})
+        assert said.status_code == 200 and said.json()["by"] == "alice", said.text
+        line = await caller.until(
+            lambda m: m["type"] == "response" and m["payload"].get("by") == "alice", start
+        )
+        assert line["payload"]["text"] == "Hi, this is Alice from the bank."
+        await caller.until(lambda m: m["type"] == "audio", start)  # spoken in the agent's voice
+        await caller.until(is_state("listening"))
+        agent_lines = [r for r in responses(caller.messages[start:]) if not r.get("by")]
+        assert agent_lines == [], f"the agent answered while a person had the call: {agent_lines}"
+        await _played(rest, session, "Hi, this is Alice from the bank.")  # the caller heard all of it
+
+        back = await _post(rest, f"sessions/{session}/handback")
+        assert back.status_code == 200 and back.json()["answering"] is False, back.text  # Alice spoke last
+        await caller.until(lambda m: m["type"] == "event" and m["payload"].get("name") == "handback")
+        assert responses(await caller.type("what can you do")), "the agent did not answer after the handback"
+        async with httpx.AsyncClient(timeout=30) as client:
+            history = (await client.get(f"http://{rest}/api/v1/sessions/{session}")).json()["history"]
+    person = [t for t in history if t.get("speaker") == "person"]
+    assert [(t["role"], t["agent"]) for t in person] == [
+        ("system", "alice"),
+        ("assistant", "alice"),
+        ("system", "alice"),
+    ], person
+    assert person[1]["content"] == "Hi, this is Alice from the bank."
+    assert any(t["role"] == "user" and t["content"] == "I want to talk to a person" for t in history)
+
+
+async def test_takeover_requests_are_refused_clearly(workers):
+    rest, _ = workers
+    unknown = await _post(rest, "sessions/no-such-session/takeover")
+    assert unknown.status_code == 404 and "live" in unknown.json()["detail"]
+    for path, body in [
+        ("sessions/x/takeover", {"by": "<script>"}),
+        ("sessions/x/takeover", {"who": "alice"}),
+        ("sessions/x/say", {}),
+        ("sessions/x/say", {"text": "x" * 1001}),
+        ("sessions/bad%20id/handback", None),
+    ]:
+        refused = await _post(rest, path, body)
+        assert refused.status_code == 400 and refused.json()["detail"], (path, body, refused.text)
+    async with Caller.connect(rest) as caller:
+        await caller.type("hello")
+        not_taken = await _post(rest, f"sessions/{caller.session_id}/say", {"text": "hello"})
+        assert not_taken.status_code == 409 and "not taken over" in not_taken.json()["detail"]
+        assert (await _post(rest, f"sessions/{caller.session_id}/handback")).status_code == 409
+
+
+async def test_asking_for_a_person_in_the_browser_asks_the_dashboards_for_one(lone):
+    """Issue 32 point 2 on the browser: escalate_to_human becomes a takeover request on the
+    dashboard (there is no phone call to transfer); the conversation goes on meanwhile."""
+    session = f"ask-{uuid.uuid4().hex[:8]}"
+    relay_url = f"ws://{lone}/api/v1/browser/dashboard/relay?session_id={session}"
+    async with websockets.connect(relay_url) as relay, Caller.connect(lone, session) as caller:
+        turn = await caller.type("can I talk to a real person please")
+        assert "escalate_to_human" in [c["tool"] for c in tool_calls(turn)], turn
+        assert events(turn, "transfer_requested"), "the caller's page was not told"
+        asked = None
+        async with asyncio.timeout(TIMEOUT_S):
+            while asked is None:
+                message = json.loads(await relay.recv())
+                if message["type"] == "event" and message["payload"].get("name") == "takeover_requested":
+                    asked = message["payload"]
+        assert asked["reason"] == "caller asked for a person" and asked["reference"].startswith("ESC-")
+        assert responses(await caller.type("hello")), "the conversation did not go on"

@@ -282,3 +282,36 @@ async def test_status_endpoint(fake_runtime, api_client):
     body = (await sync_to_async(api_client.get)("/api/v1/browser/status")).json()
     assert body["active_conversations"] == 1 and body["max_connections"] >= 1 and "dashboard_clients" in body
     await comm.disconnect()
+
+
+@pytest.mark.parametrize("played", [True, False], ids=["played", "still-playing"])
+async def test_a_client_that_played_the_audio_says_so_and_its_next_words_are_a_new_turn(fake_runtime, played):
+    """``control played``: the client has played every audio message (a test runner, a text-only
+    client), so the server's playback clock catches up. Words right after an answer are then a new
+    turn; without it they talk over an answer that is still playing (it is ducked, or stopped)."""
+    from voiceagent.conversation.testing import InstantTTS
+
+    fake_runtime.tts = InstantTTS(sample_rate=24000, ms_per_word=1000, chunk_ms=20)  # seconds to play
+    comm = await connect()
+    await recv(comm)
+    await comm.send_to(text_data=msg("config", scenario="banking", sample_rate=16000))
+    await comm.send_to(text_data=msg("control", action="start"))
+    listening = lambda m: m["type"] == "event" and m["payload"].get("state") == "listening"  # noqa: E731
+    await until(comm, lambda m: m["type"] == "response" and m["payload"]["final"], timeout=10)  # greeting
+    await until(comm, listening, timeout=10)
+    await comm.send_to(text_data=msg("control", action="played"))
+    await comm.send_to(text_data=msg("text", text="hello"))
+    await until(
+        comm, lambda m: m["type"] == "response" and m["payload"]["text"].startswith("Sure"), timeout=10
+    )
+    await until(comm, listening, timeout=10)
+    if played:
+        await comm.send_to(text_data=msg("control", action="played"))  # the answer
+    for _ in range(10):
+        await comm.send_to(bytes_data=TONE * 2)
+    for _ in range(40):
+        await comm.send_to(bytes_data=SILENCE)
+    seen = await until(comm, lambda m: m["type"] == "transcript" and m["payload"]["final"], timeout=10)
+    over_agent = [m["payload"]["name"] for m in seen if is_event("duck")(m) or is_event("barge_in")(m)]
+    assert bool(over_agent) is not played, over_agent  # ducked under the caller, or stopped
+    await comm.disconnect()

@@ -101,10 +101,12 @@ ROOM = [Voice("en-us", 150), Voice("en-gb+f3", 170), Voice("en+m3", 140), Voice(
 ROOM_LINES = ["what is the balance on my account", "can you freeze my card please", "my card was stolen"]
 
 
-def voices_in_the_room(seed: int = 3, seconds: float = 2.5, dbfs: float = -24.0) -> np.ndarray:
+def voices_in_the_room(seed: int = 2, seconds: float = 2.5, dbfs: float = -24.0) -> np.ndarray:
     """Five people talking at once behind the caller, mixed at ``dbfs`` RMS. Whisper writes words
-    for it that it only guesses at (seed 3: "What have you done? Please, please.", about -1.3 a
-    token, where a caller's own words score -0.1..-0.55)."""
+    for it that it only guesses at (seed 2 with Debian's espeak-ng 1.51+dfsg-10+deb12u2: "Can I
+    figure out who you are, please?", about -1.3 a token, where a caller's own words score
+    -0.1..-0.55). Seed 3 was used before: with that espeak-ng it comes back as "on my account."
+    (-1.46), a fragment a caller could say, and the agent answered it."""
     rng = np.random.default_rng(seed)
     n = int(16000 * seconds)
     mix = np.zeros(n, np.float32)
@@ -320,7 +322,7 @@ async def test_a_real_interruption_stops_the_agent_and_is_answered(runtime):
     async with caller:
         at = caller.loop_time()
         caller.say(speech("wait, stop, I have a different question about my card"))
-        await caller.wait(is_barge_in, after=at, timeout=5)
+        await caller.wait(is_barge_in, after=at, timeout=10)  # how soon: bench_turn_taking
         await caller.wait(final("transcript"), after=at, timeout=15)
         await caller.wait(final("response"), after=at, timeout=15)
 

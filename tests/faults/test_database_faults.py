@@ -6,18 +6,14 @@ history, in order."""
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
-import shutil
 import sqlite3
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
-import psycopg
+import postgres
 import pytest
 from clients import is_type
 from deployments import RUN, Deployment, start, unexpected
@@ -34,7 +30,6 @@ from fault_clients import (
 from fault_proxy import FaultProxy
 from fault_wires import Faults
 from openai_peer import Text
-from servers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -113,75 +108,21 @@ async def test_a_locked_database_holds_back_no_turn_and_loses_none(service, faul
 # --- PostgreSQL unreachable ---------------------------------------------------------------------------
 
 
-class Postgres:
-    """A throwaway PostgreSQL server (initdb in a temporary directory, trust auth, no fsync) on a free
-    port; as the ``postgres`` user when the tests run as root, which PostgreSQL refuses."""
-
-    def __init__(self) -> None:
-        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        self.dir = Path(tempfile.mkdtemp(prefix="faults-pg-"))
-        if self.as_user:
-            shutil.chown(self.dir, "postgres")
-        self.data = self.dir / "data"
-        self.port = free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://voice@127.0.0.1:{self.port}/postgres"
-
-    def start(self) -> Postgres:
-        subprocess.run(
-            [*self.as_user, "initdb", "-D", str(self.data), "-U", "voice", "--auth=trust", "--no-sync"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        options = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-k", str(self.dir)]
-        self.proc = subprocess.Popen(
-            [*self.as_user, "postgres", "-D", str(self.data), "-p", str(self.port), *options],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                psycopg.connect(
-                    f"postgresql://voice@127.0.0.1:{self.port}/postgres", connect_timeout=2
-                ).close()
-                return self
-            except psycopg.OperationalError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def on_postgres(wires: Faults, tmp_path_factory) -> Iterator[tuple[Deployment, FaultProxy]]:
-    """``scripts/run`` on PostgreSQL reached through a fault proxy (the database can vanish)."""
-    if not (shutil.which("initdb") and shutil.which("postgres")):
-        pytest.skip("PostgreSQL (initdb, postgres) is not installed")
-    server = Postgres()
+    """``scripts/run`` on PostgreSQL (the suite's server, a fresh database) reached through a fault
+    proxy (the database can vanish)."""
+    database = postgres.fresh_database("faults")
     proxy: FaultProxy | None = None
     deployment: Deployment | None = None
     try:
-        server.start()
-        proxy = FaultProxy(server.port).start()
+        parts = urlsplit(database)
+        proxy = FaultProxy(parts.port or 5432, parts.hostname or "127.0.0.1").start()
         env = {
             "LOG_LEVEL": "INFO",
             "STT_POOL_SIZE": "1",
             "TTS_POOL_SIZE": "1",
-            "DATABASE_URL": f"postgres://voice@127.0.0.1:{proxy.port}/postgres",
+            "DATABASE_URL": postgres.via(database, proxy.port),
             **wires.env(),
         }
         root = tmp_path_factory.mktemp("faults-pg-run")
@@ -192,7 +133,7 @@ def on_postgres(wires: Faults, tmp_path_factory) -> Iterator[tuple[Deployment, F
             deployment.stop()
         if proxy is not None:
             proxy.stop()
-        server.stop()
+        postgres.drop(database)
 
 
 async def test_an_unreachable_database_loses_no_turn_once_it_is_back(on_postgres, faults):

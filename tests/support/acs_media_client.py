@@ -81,8 +81,55 @@ def silence(ms: float, rate: int) -> bytes:
     return bytes(int(rate * ms / 1000) * 2)
 
 
+class Receiving:
+    """What every stream client does with its ``next_message`` (its own wire's decoding): wait
+    for a message, an envelope event or the close, or take everything for a while."""
+
+    socket: Socket
+    closed: bool
+
+    async def next_message(self, timeout: float = 5.0) -> dict | None:
+        raise NotImplementedError
+
+    async def collect(self, seconds: float) -> None:
+        """Receive everything for ``seconds`` (or until the server closes)."""
+        deadline = time.monotonic() + seconds
+        while not self.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                await self.next_message(remaining)
+            except TimeoutError:
+                return
+
+    async def until(self, predicate: Callable[[dict], bool], timeout: float = 8.0) -> dict:
+        """Receive until a message matches ``predicate``; fails on timeout or close."""
+        async with asyncio.timeout(timeout):
+            while True:
+                message = await self.next_message(timeout)
+                if message is None:
+                    raise AssertionError(f"closed before the expected message: {self.socket.close_info}")
+                if predicate(message):
+                    return message
+
+    async def event(self, type_: str, timeout: float = 8.0, **payload: Any) -> dict:
+        """The next envelope message of ``type_`` whose payload has the given items."""
+        return await self.until(
+            lambda m: m.get("type") == type_ and all(m["payload"].get(k) == v for k, v in payload.items()),
+            timeout,
+        )
+
+    async def wait_closed(self, timeout: float = 8.0) -> dict:
+        """Drain until the server closes; returns ``{"code", "reason"}``."""
+        async with asyncio.timeout(timeout):
+            while await self.next_message(timeout) is not None:
+                pass
+        return self.socket.close_info
+
+
 @dataclass
-class AcsMediaClient:
+class AcsMediaClient(Receiving):
     socket: Socket
     rate: int = 16000
     capitalized: bool = False  # send ``Kind/AudioData/...`` instead of ``kind/audioData/...``
@@ -173,42 +220,6 @@ class AcsMediaClient:
         elif "type" in message:
             self.events.append(message)
         return message
-
-    async def collect(self, seconds: float) -> None:
-        """Receive everything for ``seconds`` (or until the server closes)."""
-        deadline = time.monotonic() + seconds
-        while not self.closed:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            try:
-                await self.next_message(remaining)
-            except TimeoutError:
-                return
-
-    async def until(self, predicate: Callable[[dict], bool], timeout: float = 8.0) -> dict:
-        """Receive until a message matches ``predicate``; fails on timeout or close."""
-        async with asyncio.timeout(timeout):
-            while True:
-                message = await self.next_message(timeout)
-                if message is None:
-                    raise AssertionError(f"closed before the expected message: {self.socket.close_info}")
-                if predicate(message):
-                    return message
-
-    async def event(self, type_: str, timeout: float = 8.0, **payload: Any) -> dict:
-        """The next envelope message of ``type_`` whose payload has the given items."""
-        return await self.until(
-            lambda m: m.get("type") == type_ and all(m["payload"].get(k) == v for k, v in payload.items()),
-            timeout,
-        )
-
-    async def wait_closed(self, timeout: float = 8.0) -> dict:
-        """Drain until the server closes; returns ``{"code", "reason"}``."""
-        async with asyncio.timeout(timeout):
-            while await self.next_message(timeout) is not None:
-                pass
-        return self.socket.close_info
 
     def audio_seconds(self) -> float:
         return len(self.audio) / 2 / self.rate

@@ -12,6 +12,10 @@ Routes (api-version ``2026-03-12`` is required on each):
 * ``POST /calling/callConnections/{id}:terminate`` -> 204 (state becomes ``disconnected``); 404
   ``{"error": {"code": "8522", ...}}`` for unknown or already ended calls.
 * ``GET /calling/callConnections/{id}`` -> 200 properties (404 as above).
+* ``POST /calling/callConnections/{id}:transferToParticipant`` -> 202 ``{"operationContext"}``
+  when the body names a ``targetParticipant`` (``rawId`` and a typed identifier), else 400; in
+  :attr:`AcsPeer.transfers`. Its outcome is the test's to post: :meth:`AcsPeer.cloud_event`
+  ``("CallTransferAccepted" | "CallTransferFailed", ...)`` with :func:`transfer_event_data`.
 * ``POST /calling/callConnections/{id}:<action>`` (play, startMediaStreaming, ...) -> 202.
 
 Every request must carry a valid ``HMAC-SHA256`` signature made with :attr:`AcsPeer.key` (the
@@ -121,6 +125,7 @@ class AcsPeer(ThreadedAsgiServer):
         self.key = key or base64.b64encode(os.urandom(32)).decode()
         self.requests: list[RecordedRequest] = []
         self.calls: dict[str, dict[str, Any]] = {}
+        self.transfers: list[dict[str, Any]] = []  # transferToParticipant bodies, with "connection_id"
         self._by_repeatability: dict[str, str] = {}  # Repeatability-Request-ID -> call id
         self._failures: deque[_Failure] = deque()
         self._delays: deque[float] = deque()
@@ -148,6 +153,7 @@ class AcsPeer(ThreadedAsgiServer):
         with self._lock:
             self.requests.clear()
             self.calls.clear()
+            self.transfers.clear()
             self._by_repeatability.clear()
             self._failures.clear()
             self._delays.clear()
@@ -310,12 +316,39 @@ class AcsPeer(ThreadedAsgiServer):
             return Response(status_code=204)
         if not action:
             return _error(405, "MethodNotAllowed", "POST needs an action")
+        if action == "transferToParticipant":
+            return self._transfer(connection_id, record.body if isinstance(record.body, dict) else {})
         return Response(status_code=202)
+
+    def _transfer(self, connection_id: str, body: dict[str, Any]) -> Response:
+        target = body.get("targetParticipant")
+        typed = ("phoneNumber", "communicationUser", "microsoftTeamsUser")
+        if not isinstance(target, dict) or not target.get("rawId") or not any(k in target for k in typed):
+            return _error(400, "BadRequest", "targetParticipant with rawId and its identifier is required")
+        with self._lock:
+            self.transfers.append({**body, "connection_id": connection_id})
+        return JSONResponse({"operationContext": body.get("operationContext")}, status_code=202)
 
 
 # --------------------------------------------------------------------------------------------------
 # Webhook payloads (what ACS and Event Grid post to us)
 # --------------------------------------------------------------------------------------------------
+
+
+def transfer_event_data(
+    target: dict, operation_context: str | None, accepted: bool = True, caller: str = "+15551234567"
+) -> dict:
+    """The ``data`` of a ``CallTransferAccepted`` (the target and the transferee, as Azure documents
+    them) or ``CallTransferFailed`` (a 4xx result) callback, for :meth:`AcsPeer.cloud_event`."""
+    if accepted:
+        return {
+            "operationContext": operation_context,
+            "resultInformation": {"code": 202, "subCode": 0, "message": "Transfer accepted."},
+            "transferTarget": target,
+            "transferee": phone_identifier(caller),
+        }
+    result = {"code": 408, "subCode": 8519, "message": "Transfer target did not answer."}
+    return {"operationContext": operation_context, "resultInformation": result}
 
 
 def cloud_event(kind: str, connection_id: str, **data: Any) -> dict:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -35,7 +38,43 @@ def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+TEMPLATES = ROOT / "var" / "test-migrated"  # one migrated SQLite database per set of migrations
+
+
+def migrations_key() -> str:
+    """What a fresh migrated database depends on: every migration file (none runs code of its own,
+    no app listens to ``post_migrate``), and the installed Django."""
+    import django
+
+    digest = hashlib.sha256(django.__version__.encode())
+    for path in sorted(ROOT.glob("*/migrations/*.py")):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def migrate(env: dict[str, str]) -> None:
+    """``manage.py migrate`` for ``env``'s database. A new SQLite file is a copy of a database
+    migrated once per test run (and set of migrations): a migrate costs seconds of CPU, and the
+    suite starts dozens of servers, each on a database of its own."""
+    url = env.get("DATABASE_URL", "")
+    target = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+    if target is None or target.exists():
+        run_migrate(env)
+        return
+    TEMPLATES.mkdir(parents=True, exist_ok=True)
+    template = TEMPLATES / f"{migrations_key()}.sqlite3"
+    with open(TEMPLATES / ".lock", "w") as lock:  # pytest-xdist workers may want it at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not template.exists():
+            scratch = template.with_suffix(f".{os.getpid()}.tmp")
+            scratch.unlink(missing_ok=True)
+            run_migrate({**env, "DATABASE_URL": f"sqlite:///{scratch}"})
+            scratch.rename(template)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, target)
+
+
+def run_migrate(env: dict[str, str]) -> None:
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
 
 

@@ -17,7 +17,11 @@ from servers import ROOT, base_env, free_port
 from voiceagent.management.base import ProjectCommand
 
 # arguments a command needs to get past argument parsing; anything else runs with none
-ARGS = {"create_api_key": ["ci"], "generate_profile": ["--seed", "3"]}
+ARGS = {
+    "create_api_key": ["ci"],
+    "generate_profile": ["--seed", "3"],
+    "purge_recordings": ["--older-than", "30", "--dry-run"],
+}
 
 
 def project_commands() -> list[tuple[str, str]]:

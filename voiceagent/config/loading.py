@@ -87,6 +87,7 @@ def _cross_checks(values: dict[str, Any]) -> None:
                 "TELEPHONY_MEDIA_AUDIENCE is required when ENVIRONMENT=production and TELEPHONY_ENDPOINT "
                 "is set: set the ACS resource id, or anyone can open the media stream"
             )
+    _telephony_checks(values)
     unknown = set(values["MCP_REQUIRED_SERVERS"]) - set(values["MCP_ENABLED_SERVERS"])
     if unknown:
         raise ConfigError(
@@ -96,6 +97,20 @@ def _cross_checks(values: dict[str, Any]) -> None:
         raise ConfigError("CLOUD_LLM_DEPLOYMENT is required when CLOUD_LLM_ENDPOINT is set")
     if values["OPENAI_BASE_URL"] and not values["OPENAI_MODEL"]:
         raise ConfigError("OPENAI_MODEL is required when OPENAI_BASE_URL is set")
+
+
+def _telephony_checks(values: dict[str, Any]) -> None:
+    """Twilio needs its SID and token together (the token verifies every webhook); a provider named
+    explicitly needs its own settings."""
+    sid, token = values["TWILIO_ACCOUNT_SID"], values["TWILIO_AUTH_TOKEN"]
+    if bool(sid) != bool(token):
+        missing = "TWILIO_AUTH_TOKEN" if sid else "TWILIO_ACCOUNT_SID"
+        raise ConfigError(f"{missing} is required when the other Twilio credential is set")
+    provider = values["TELEPHONY_PROVIDER"]
+    if provider == "twilio" and not sid:
+        raise ConfigError("TELEPHONY_PROVIDER=twilio needs TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN")
+    if provider == "acs" and not values["TELEPHONY_ENDPOINT"]:
+        raise ConfigError("TELEPHONY_PROVIDER=acs needs TELEPHONY_ENDPOINT")
 
 
 def read_dotenv(path: Path, environ: dict[str, str] | None = None) -> None:

@@ -207,4 +207,12 @@ REALTIME: tuple[Var, ...] = (
         "AudioHook sessions per worker process; beyond it a new session is disconnected (reason error)",
         group="realtime",
     ),
+    V(
+        "CONTACTCENTER_MONITOR_MAX_SESSIONS",
+        "20",
+        integer(1, 10000),
+        "AudioHook monitor sessions per worker process (each transcribes two channels); beyond it a "
+        "new one is disconnected (reason error)",
+        group="realtime",
+    ),
 )

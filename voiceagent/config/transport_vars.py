@@ -1,13 +1,54 @@
-"""Declarations of the transports' variables: phone calls (ACS media streams) and the browser and
+"""Declarations of the transports' variables: phone calls (ACS or Twilio media streams) and the browser and
 dashboard sockets. Each group keeps its README order."""
 
 from __future__ import annotations
 
+import re
+
 from .parsing import Var, choice, integer, number, string, url
+
+_TWILIO_SID = re.compile(r"AC[0-9a-f]{32}\Z")
+_E164 = re.compile(r"\+[0-9]{8,15}\Z")
+_SCENARIO = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+
+
+def twilio_sid(raw: str) -> str:
+    value = raw.strip()
+    if not _TWILIO_SID.match(value):
+        raise ValueError("accepts a Twilio account SID: AC followed by 32 lower-case hex digits")
+    return value
+
+
+def number_scenarios(raw: str) -> dict[str, str]:
+    """``+15551230000=banking,+15551230001=default`` -> {number: scenario}."""
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        number, sep, scenario = (x.strip() for x in item.partition("="))
+        if not sep or not _E164.match(number) or not _SCENARIO.match(scenario):
+            raise ValueError("accepts comma-separated +E.164=scenario pairs, e.g. +15551230000=banking")
+        pairs[number] = scenario
+    return pairs
+
+
+def e164(raw: str) -> str:
+    value = raw.strip()
+    if not _E164.match(value):
+        raise ValueError("accepts a +E.164 phone number: + followed by 8-15 digits")
+    return value
+
 
 V = Var  # short: the table reads one declaration per call
 
 TELEPHONY: tuple[Var, ...] = (
+    V(
+        "TELEPHONY_PROVIDER",
+        "auto",
+        choice("auto", "acs", "twilio"),
+        "Which provider places outbound calls (`acs` or `twilio`); `auto` picks acs when "
+        "TELEPHONY_ENDPOINT is set, else twilio when TWILIO_ACCOUNT_SID is. Inbound calls are answered "
+        "on every configured provider",
+        group="telephony",
+    ),
     V(
         "TELEPHONY_STREAMING_MODE",
         "MEDIA",
@@ -50,6 +91,38 @@ TELEPHONY: tuple[Var, ...] = (
         "https://acscallautomation.communication.azure.com/calling/keys",
         url("https", "http"),
         "Signing keys (JWKS) that verify the media stream's bearer JWT when TELEPHONY_MEDIA_AUDIENCE is set",
+        group="telephony",
+    ),
+    V(
+        "TWILIO_ACCOUNT_SID",
+        None,
+        twilio_sid,
+        "Twilio account SID (AC + 32 hex digits): Twilio places and answers calls",
+        group="telephony",
+    ),
+    V(
+        "TWILIO_AUTH_TOKEN",
+        None,
+        string,
+        "Twilio auth token: signs our REST calls and verifies X-Twilio-Signature on its webhooks and "
+        "Media Streams",
+        secret=True,
+        group="telephony",
+    ),
+    V("TWILIO_PHONE_NUMBER", None, e164, "Twilio caller id for outbound calls (+E.164)", group="telephony"),
+    V(
+        "TWILIO_NUMBER_SCENARIOS",
+        None,
+        number_scenarios,
+        "Scenario of inbound Twilio calls by the number called: comma-separated +E.164=scenario pairs "
+        "(other numbers, or an unknown scenario: `default`)",
+        group="telephony",
+    ),
+    V(
+        "TWILIO_API_BASE",
+        "https://api.twilio.com",
+        url("https", "http"),
+        "Twilio REST API base URL (tests point it at a local peer)",
         group="telephony",
     ),
     V(

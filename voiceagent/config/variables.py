@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .parsing import Var
 from .provider_vars import LLM, REALTIME, SPEECH
+from .recording_vars import RECORDING
 from .service_vars import APPCONFIG, CACHE, MCP, SERVICE
 from .transport_vars import BROWSER, TELEPHONY
 from .turn_taking_vars import TURN_TAKING
@@ -18,6 +19,7 @@ VARIABLES: tuple[Var, ...] = (
     *CACHE,
     *REALTIME,
     *BROWSER,
+    *RECORDING,
     *MCP,
     *APPCONFIG,
 )

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from voiceagent.conversation.context import AgentDirectory, TurnContext
 from voiceagent.conversation.events import Event, Handoff, ToolCall
 from voiceagent.conversation.providers import ToolCallRequest
-from voiceagent.conversation.session import HandoffEvent, SessionState, SessionStore, Turn
+from voiceagent.conversation.session import PERSON, HandoffEvent, SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, HandoffSpec
 from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.tools import ToolContext, execute_spec, resolve_handoff
@@ -129,9 +129,14 @@ async def open_session(
 
 
 def history_lines(turns: list[Turn]) -> Iterator[tuple[str, str]]:
-    """The history as (role, text) lines for a model: what was said, and tool results as notes."""
+    """The history as (role, text) lines for a model: what was said, tool results as notes, and
+    what a person who took the call over said, as a note (the model did not say it; the takeover's
+    and handback's own markers stay out: the caller's last words end the context)."""
     for turn in turns:
-        if turn.role in ("user", "assistant"):
+        if turn.speaker == PERSON:
+            if turn.role == "assistant":
+                yield "system", f'A human colleague ({turn.agent}) said to the caller: "{turn.content}"'
+        elif turn.role in ("user", "assistant"):
             yield turn.role, turn.content
         elif turn.role == "tool":
             yield "system", f"Earlier, tool {turn.tool_name} returned: {turn.content}"

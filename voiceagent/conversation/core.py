@@ -43,6 +43,7 @@ from voiceagent.conversation.session import (
     Turn,
 )
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec, resolve_voice
+from voiceagent.conversation.takeover import PersonControl
 from voiceagent.conversation.timers import ENDED_BY_AGENT, ConversationTimers
 from voiceagent.conversation.timing import TurnClock, TurnTiming
 from voiceagent.conversation.tools import REGISTRY, ToolRegistry
@@ -67,6 +68,7 @@ class CoreConfig:
     silence_timeout_ms: Callable[[], int] = lambda: 500
     default_voice: Callable[[], VoiceSpec] = VoiceSpec
     turn_taking: Callable[[], TurnTaking] = TurnTaking  # the global defaults, read when used
+    recording: Callable[[], bool] = lambda: False  # RECORDING_ENABLED, read at each start
 
 
 class SessionArgs(TypedDict, total=False):
@@ -99,11 +101,12 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
+class ConversationCore(ConversationHistory, ConversationTimers, PersonControl, abc.ABC):
     """One session's conversation, whatever the pipeline: create, ``await start()``, push, read events."""
 
     log: ClassVar[logging.Logger] = logger
     config: CoreConfig
+    recording = False  # the transport records this conversation (decided at start)
 
     def __init__(
         self,
@@ -136,7 +139,9 @@ class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
         self.dropped_frames = 0
         self.turn_ended_at: float | None = None  # the end-of-turn decision (latency metrics start here)
         self.clock = TurnClock()  # per-turn timings and usage (voiceagent.conversation.timing)
-        self._interrupted: list[tuple[str, str | None, TurnTiming | None, bool, object]] | None = None
+        self._interrupted: (
+            list[tuple[str, str | None, TurnTiming | None, bool, object, str | None]] | None
+        ) = None
         self._sent: dict[object, Turn] = {}  # replies written when sent, by key, until heard
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rids = itertools.count(1)
@@ -148,6 +153,7 @@ class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
         self._persist_tail: asyncio.Task | None = None  # the last history write; the next waits for it
         self._greeting: asyncio.Future | None = None  # the opening greeting, done once it has been said
         self.close_hooks: list[Callable[[ConversationCore], None]] = []  # observers of the end (traces)
+        self.taken_over_by: str | None = None  # a person has the conversation (takeover.py)
         self._init_timers()  # caller silence (re-prompts, goodbye) and the length bound
 
     # --- lifecycle ----------------------------------------------------------------------------------
@@ -168,14 +174,16 @@ class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
             agent=self.requested_agent,
             history_turns=self.config.history_turns,
         )
+        self.recording = self.config.recording() if ctx.scenario.recording is None else ctx.scenario.recording
         if not await self._open(ctx):
             return
         await self._set_state("listening")
         self._start_timers(ctx.agent)
         self._arm_idle()
-        if ctx.agent.greeting and not self.history:
+        announce = ctx.scenario.recording_announcement if self.recording else ""
+        if (greeting := " ".join(filter(None, (announce, ctx.agent.greeting)))) and not self.history:
             self._greeting = self._loop.create_future()
-            self._speak(ctx.agent.greeting, ctx.agent)
+            self._speak(greeting, ctx.agent)
 
     async def close(self, reason: str = "closed") -> None:
         """Stop everything; commit what was heard; state saved, history flushed; the stream ends."""
@@ -242,6 +250,13 @@ class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
         self._barge_in("text")  # whatever began since (the caller spoke after the greeting)
         self.clock.user_turn(asyncio.get_running_loop().time(), speech=False)
         await self._answer_text(text)
+
+    def played_out(self) -> None:
+        """The client says it has played all the agent audio it was sent (a test client or a
+        text-only one that plays it the moment it arrives): the playback clock catches up, so the
+        caller's next words are a new turn, not a barge-in, and nothing waits for audio heard."""
+        if self._loop is not None:
+            self.playback_end = min(self.playback_end, self.loop_time())
 
     def _greeted(self) -> None:
         """The opening greeting has been said (or will not be: a barge-in, the end)."""
@@ -354,10 +369,10 @@ class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
         finally:
             interrupted, self._interrupted = self._interrupted, None
         reaction = (self.loop_time() - now) * 1000.0
-        for text, agent, timing, cut, sent_key in interrupted:
+        for text, agent, timing, cut, sent_key, by in interrupted:
             if timing is not None and audio_out:
                 timing.barge_in_ms = round(reaction, 3)
-            self._add_assistant_turn(text, agent, timing, cut, sent_key)
+            self._add_assistant_turn(text, agent, timing, cut, sent_key, by)
         self.playback_end = now
         self.active_rid = None
         if stopped is not None:  # per turn at most: DEBUG, the event stream tells clients anyway
@@ -377,6 +392,7 @@ class ConversationCore(ConversationHistory, ConversationTimers, abc.ABC):
                 await asyncio.sleep(wait)
             await self.close(ending)
             return
+        await self._transfer_due()
         await self._set_state("listening")
         self._arm_idle()
 

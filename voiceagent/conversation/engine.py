@@ -44,10 +44,11 @@ from voiceagent.conversation.providers import (
     TTSProvider,
     TurnModel,
 )
-from voiceagent.conversation.session import Turn
+from voiceagent.conversation.session import PERSON, Turn
 from voiceagent.conversation.speaker import Speaker, SpeechPace
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.conversation.text import ClauseSplitter
+from voiceagent.conversation.timing import TurnTiming
 
 # the engine's public face: transports, the runtime and agents_app import these names from here
 __all__ = [
@@ -117,7 +118,10 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
 
     def _pipeline_tasks(self) -> list[asyncio.Task | None]:
         utterance_task = self._utterance.task if self._utterance is not None else None
-        return [self._response_task, utterance_task]
+        # the speakers' synthesis too: one left waiting on a provider outlived its conversation
+        # and was destroyed pending when the server stopped
+        speakers = [s.task for s in (self._speaker, self._held) if s is not None]
+        return [self._response_task, utterance_task, *speakers]
 
     def _commit_heard(self, now: float) -> None:
         if self._pending is not None:
@@ -211,11 +215,11 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         return rid or 0, audio_out, ", audio stopped" if audio_out else ", before any audio"
 
     def played_out(self) -> None:
-        """The client has played all the agent's audio already (a test client that plays it the
-        moment it arrives): the playback clock catches up and what was said is committed now."""
+        """As the core's, and what was said is committed now (a held answer waits for the
+        caller's words, not for playback)."""
         if self._loop is None or self._held is not None:
             return
-        self.playback_end = min(self.playback_end, self.loop_time())
+        super().played_out()
         if self._pending is not None:
             self._commit_pending(self._pending[0])
 
@@ -231,31 +235,48 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         self._barge_in("new turn")
         if self._pending is not None:  # it played out just now, before its commit ran: it goes first
             self._commit(self._take_pending(), float("inf"))
+        if self._while_taken_over(text):  # a person has the call: stored, not answered
+            return
         self._begin_response(self._respond(text))
 
-    def _new_response(self) -> tuple[int, Speaker]:
+    def _person_says(self, text: str, by: str) -> None:
+        self._begin_response(self._speak_person(text, by))
+
+    async def _speak_person(self, text: str, by: str) -> None:
+        assert self.state is not None
+        agent = self._current_agent or (await self.directory.context(self.state)).agent
+        await self._speak_line(text, agent, by=by)
+
+    def _answer_history(self) -> None:
+        self._begin_response(self._respond(None))
+
+    def _new_response(self, by: str | None = None) -> tuple[int, Speaker]:
+        """A response's id and speaker; ``by``: a person's line (its own timing: the caller's turn
+        is not the agent's to answer)."""
         self._duck_over(stopping=False)  # a duck the last answer ended under: full gain again
         rid = next(self._rids)
         self.active_rid = rid
-        speaker = self._speaker = Speaker(self, rid, self.clock.current(), self._pace)
+        timing = TurnTiming() if by else self.clock.current()
+        speaker = self._speaker = Speaker(self, rid, timing, self._pace)
+        speaker.by = by
         return rid, speaker
 
-    async def _speak_line(self, text: str, agent: AgentSpec) -> None:
-        """Say a fixed line (greeting) as its own response."""
-        rid, speaker = self._new_response()
+    async def _speak_line(self, text: str, agent: AgentSpec, by: str | None = None) -> None:
+        """Say a fixed line (greeting; ``by``: a person's, in the agent's voice) as its own response."""
+        rid, speaker = self._new_response(by)
         try:
             await self._set_state("speaking", agent.name)
-            await self._say(speaker, rid, text, agent)
+            await self._say(speaker, rid, text, agent, by or "")
             await speaker.finish()
             self._hold_for_commit(rid, agent.name, speaker)
         finally:
             if self.active_rid == rid:
                 await self._settle()
 
-    async def _say(self, speaker: Speaker, rid: int, text: str, agent: AgentSpec) -> None:
+    async def _say(self, speaker: Speaker, rid: int, text: str, agent: AgentSpec, by: str = "") -> None:
         """A fixed line of a response: its text as a final ``AgentResponse``, then its speech."""
         await self.emit(
-            AgentResponse(self.session_id, text=text, agent=agent.name, final=True, response_id=rid)
+            AgentResponse(self.session_id, text=text, agent=agent.name, final=True, response_id=rid, by=by)
         )
         await speaker.say(text, agent)
 
@@ -266,7 +287,8 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
             self._commit(previous, self.loop_time())
         self._pending = (rid, agent, speaker)
         if self.playback_end > self.loop_time():  # still to play: the caller has it, the store too
-            self._write_sent(rid, speaker.all_spoken(), agent)
+            who, person = (speaker.by, PERSON) if speaker.by else (agent, None)
+            self._write_sent(rid, speaker.all_spoken(), who, person)
         self._commit_when_played(self.playback_end, self._commit_pending, rid)
 
     def _commit_pending(self, rid: int) -> None:
@@ -303,14 +325,16 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         elif interrupted and (speaker.cut or text != speaker.all_spoken()):
             text, cut = text + " …", True  # interrupted here
         speaker.committed = True
-        self._add_assistant_turn(text, agent, speaker.timing, cut, sent_key=rid)
+        self._add_assistant_turn(text, agent, speaker.timing, cut, sent_key=rid, by=speaker.by)
 
-    async def _respond(self, user_text: str) -> None:
-        """One user turn: history, LLM rounds with tools and handoffs, streamed speech."""
+    async def _respond(self, user_text: str | None) -> None:
+        """One user turn: history, LLM rounds with tools and handoffs, streamed speech (``None``:
+        the caller's turn is in the history already - a handback answers it)."""
         assert self.state is not None
         state = self.state
         rid, speaker = self._new_response()
-        self._add_turn(Turn(role="user", content=user_text, agent=state.active_agent))  # saved at once
+        if user_text is not None:
+            self._add_turn(Turn(role="user", content=user_text, agent=state.active_agent))  # saved at once
         await self._set_state("thinking", state.active_agent)
         ctx = await self.directory.context(state)
         self._current_agent = ctx.agent

@@ -44,6 +44,7 @@ class AgentResponse(Event):
     agent: str
     final: bool
     response_id: int = 0
+    by: str = ""  # a person's line said in the agent's voice (a takeover): who
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,27 @@ class ToolCall(Event):
     ok: bool
     duration_ms: float
     agent: str = ""
+
+
+@dataclass(frozen=True)
+class Takeover(Event):
+    """A person took the conversation over (``active``) or handed it back to the agent."""
+
+    active: bool
+    by: str
+
+
+@dataclass(frozen=True)
+class TransferRequested(Event):
+    """The agent escalated to a person (``escalate_to_human``) and its line about it has been said:
+    the transport transfers the call to ``target`` (the scenario's; "" when it sets none) its own way
+    (ACS transfer, AudioHook disconnect for the contact centre to route, a takeover request on the
+    dashboard)."""
+
+    target: str
+    reason: str = ""
+    reference: str = ""
+    priority: str = "normal"
 
 
 @dataclass(frozen=True)

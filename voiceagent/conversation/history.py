@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from voiceagent.conversation.common import persist
 from voiceagent.conversation.events import TurnMetrics
-from voiceagent.conversation.session import HEARD_CUT, HEARD_PLAYED, HEARD_UNKNOWN, Turn
+from voiceagent.conversation.session import HEARD_CUT, HEARD_PLAYED, HEARD_UNKNOWN, PERSON, Turn
 from voiceagent.conversation.timing import TurnReport, TurnTiming, notify
 
 if TYPE_CHECKING:
@@ -65,14 +65,21 @@ class ConversationHistory:
                 self._persist(self._persist_tail, turn, correction)
             )
 
-    def _write_sent(self, key: object, text: str, agent: str | None) -> None:
+    def _write_sent(self, key: object, text: str, agent: str | None, speaker: str | None = None) -> None:
         """A reply the caller has (its text and audio sent) goes into the store NOW, whole, heard
         "unknown": a process that dies while it plays loses nothing the caller received. When it
         has played or been cut, :meth:`_add_assistant_turn` with the same ``key`` corrects that row
         to what was heard (and only then is it in :attr:`history`, the model's context)."""
         if not text or self.state is None or self.closed:
             return
-        turn = Turn(role="assistant", content=text, agent=agent, heard=HEARD_UNKNOWN, uid=uuid.uuid4().hex)
+        turn = Turn(
+            role="assistant",
+            content=text,
+            agent=agent,
+            heard=HEARD_UNKNOWN,
+            uid=uuid.uuid4().hex,
+            speaker=speaker,
+        )
         self._sent[key] = turn
         self._store_write(turn, correction=False)
 
@@ -91,18 +98,23 @@ class ConversationHistory:
         timing: TurnTiming | None,
         cut: bool = False,
         sent_key: object = None,
+        by: str | None = None,
     ) -> None:
         """The agent's words as heard (``cut``: a barge-in stopped them), with their turn's timings
         and usage; the turn is reported (a ``TurnMetrics`` event, the process's turn observers). A
         reply written when sent (``sent_key``) has its row corrected, not a second one. Inside a
         barge-in it waits until ``StopAudio`` is queued, so that the interrupted turn carries its
-        reaction time."""
+        reaction time. ``by``: a person's line said in the agent's voice (a takeover): kept as
+        theirs, and no agent latency is reported for it."""
         if self._interrupted is not None:
-            self._interrupted.append((text, agent, timing, cut, sent_key))
+            self._interrupted.append((text, agent, timing, cut, sent_key, by))
+            return
+        heard = HEARD_CUT if cut else HEARD_PLAYED
+        if by is not None:
+            self._add_person_turn(text, by, heard, sent_key)
             return
         closed = self.clock.close(timing)
         latency, usage = closed.result()
-        heard = HEARD_CUT if cut else HEARD_PLAYED
         turn = Turn(role="assistant", content=text, agent=agent, latency_ms=latency, usage=usage, heard=heard)
         sent = self._sent.pop(sent_key, None) if sent_key is not None else None
         if sent is None:
@@ -116,6 +128,16 @@ class ConversationHistory:
             TurnMetrics(self.session_id, latency_ms=latency, usage=usage, turn_index=index, agent=agent or "")
         )
         notify(TurnReport(self.session_id, self.transport, agent, index, latency, usage, dict(closed.marks)))
+
+    def _add_person_turn(self, text: str, by: str, heard: str, sent_key: object) -> None:
+        turn = Turn(role="assistant", content=text, agent=by, heard=heard, speaker=PERSON)
+        sent = self._sent.pop(sent_key, None) if sent_key is not None else None
+        if sent is None:
+            self._add_turn(turn)
+            return
+        turn.at, turn.uid = sent.at, sent.uid
+        self.history.append(turn)
+        self._store_write(turn, correction=True)
 
     async def _persist(self, previous: asyncio.Task | None, turn: Turn, correction: bool = False) -> None:
         if previous is not None and not previous.done():

@@ -102,6 +102,8 @@ class _Utterance:
     logprob: float | None = None  # the recogniser's confidence in it, when it says (pauses)
     answered_pause: int = -1  # the pause whose hypothesis ``text`` is (it covers all the speech)
     final_text: str | None = None  # that hypothesis, when the turn ended in that pause
+    hint_asked_at: float | None = None  # loop time the current pause's hypothesis was asked for
+    hint_answered_at: float | None = None  # and when it came (the decode ``text`` is the result of)
     ended_in_pause: bool = False  # the turn ended while that pause's hypothesis was on its way
     watched: bool = False  # its stream was told the caller speaks over the agent
     pause: PauseModel = field(default_factory=PauseModel)  # the turn model's audio and answer
@@ -202,10 +204,10 @@ class CascadeListening(TurnModelListening):
     def _feed(self, pcm: bytes, rate: int) -> None:
         if rate != self.config.sample_rate:
             resampler = self._resamplers.get(rate)
-            if resampler is None:
-                from voiceagent.speech.audio import StreamResampler
+            if resampler is None:  # 8 -> 16 kHz (a phone line) without soxr's 100 ms blocks
+                from voiceagent.speech.audio import stream_resampler
 
-                resampler = self._resamplers[rate] = StreamResampler(rate, self.config.sample_rate)
+                resampler = self._resamplers[rate] = stream_resampler(rate, self.config.sample_rate)
             pcm = resampler.process(pcm).tobytes()
         size = self._frame_bytes
         if not self._chunk and len(pcm) == size:  # the usual case: one whole frame, no copy
@@ -298,7 +300,11 @@ class CascadeListening(TurnModelListening):
         utterance.ended_in_pause = utterance.hint_pending  # no speech since it was asked: it hears all
         self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
         heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
-        self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
+        timing = self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
+        if utterance.final_text is not None and utterance.hint_asked_at is not None:
+            # the final transcript was decoded in the pause, before the turn ended: that decode is
+            # the speech-to-text time (final transcript - turn end would say ~0 ms)
+            timing.pause_decode(utterance.hint_asked_at, utterance.hint_answered_at)
         utterance.frames.put_nowait(None)  # end of turn
         self._utterance = None
         self._silence_ms = 0
@@ -332,6 +338,7 @@ class CascadeListening(TurnModelListening):
         if pause != utterance.pauses:
             return  # the caller spoke again: that pause is over (and no longer waited for)
         on_text = lambda text, logprob=None: self._on_pause_hypothesis(utterance, pause, text, logprob)  # noqa: E731
+        utterance.hint_asked_at = self.loop_time()
         if stream.hint_pause(on_text):  # type: ignore[attr-defined]
             return
         utterance.hint_pending = False  # it cannot say (too little audio): the words so far decide
@@ -349,6 +356,7 @@ class CascadeListening(TurnModelListening):
         utterance.hint_pending = False
         utterance.text, utterance.logprob = text, logprob
         utterance.answered_pause = pause
+        utterance.hint_answered_at = self.loop_time()
         self._endpoint_ms = self._endpoint_for(utterance)
         if self._silence_ms and self._silence_ms >= self._endpoint_ms:
             self._end_utterance(utterance)  # the pause was already long enough for these words
@@ -403,7 +411,10 @@ class CascadeListening(TurnModelListening):
             self._restore_duck(utterance)
             return
         if text:
-            self.clock.transcribed(self.loop_time())
+            paused = utterance.ended_in_pause and utterance.final_text is None
+            self.clock.transcribed(
+                self.loop_time(), decode_started=utterance.hint_asked_at if paused else None
+            )
             await self.emit(Transcript(self.session_id, text=text, final=True))
         self._heard(utterance, text)
 

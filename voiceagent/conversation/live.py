@@ -54,7 +54,7 @@ from voiceagent.conversation.live_events import AssistantItem, LiveResponse, Rea
 from voiceagent.conversation.live_socket import APPEND_HEAD, RealtimeLink
 from voiceagent.conversation.live_turns import HeldSpeech
 from voiceagent.conversation.providers import ProviderError, ToolCallRequest
-from voiceagent.conversation.session import Turn
+from voiceagent.conversation.session import PERSON, Turn
 from voiceagent.conversation.specs import AgentSpec
 from voiceagent.llm.realtime import SAMPLE_RATE, RealtimeClient, RealtimeConnection, SessionConfig
 from voiceagent.speech.audio import DEFAULT_QUALITY, StreamResampler
@@ -130,6 +130,8 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         self._hold: HeldSpeech | None = None  # speech over the agent, not yet judged
         self._judging: dict[str, HeldSpeech] = {}  # stopped speech over the agent awaiting its words
         self._waiting_creates: deque[dict[str, Any]] = deque()  # until the open response is done
+        self._waiting_by: deque[str | None] = deque()  # their persons (a takeover's lines)
+        self._create_by: str | None = None  # the create in flight says a person's line: who
         self._idle_waiters: list[asyncio.Future] = []  # a filler line waits for its response
         self._reader: asyncio.Task | None = None
         self._writer: asyncio.Task | None = None
@@ -172,8 +174,17 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
     async def _answer_text(self, text: str) -> None:
         self._user_turn(text)
         self._send({"type": "conversation.item.create", "item": _message("user", "input_text", text)})
+        if self.taken_over_by is not None:  # a person has the call: stored, not answered
+            self._person_spoke_last = False
+            return
         self._request_response()
         await self._set_state("thinking")
+
+    def _person_says(self, text: str, by: str) -> None:
+        self._request_response({"instructions": self.config.say_line.format(line=text)}, by=by)
+
+    def _answer_history(self) -> None:
+        self._request_response()
 
     def _drop_input(self) -> None:
         self._pcm.clear()
@@ -341,7 +352,8 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         pending = [i for i in items if not i.committed]
         for item in pending:
             if item.end > self.loop_time():  # still to play: the caller has it, the store too
-                self._write_sent(item.id, item.transcript(), item.agent)
+                who, person = (item.by, PERSON) if item.by else (item.agent, None)
+                self._write_sent(item.id, item.transcript(), who, person)
         if pending:
             self._commit_when_played(max(i.end for i in pending), self._commit_items, pending)
 
@@ -361,7 +373,7 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
             if item.timing is not None:
                 item.timing.add("realtime_audio_out_s", item.total_ms / 1000.0)
             cut = now is not None and text != item.transcript()
-            self._add_assistant_turn(text, item.agent, item.timing, cut, sent_key=item.id)
+            self._add_assistant_turn(text, item.agent, item.timing, cut, sent_key=item.id, by=item.by)
         else:
             self._withdraw_sent(item.id)
 

@@ -46,6 +46,7 @@ class AssistantItem:
     text: str | None = None  # the final transcript
     committed: bool = False
     timing: TurnTiming | None = None  # the turn it answers (its response's)
+    by: str | None = None  # a person's line said in the agent's voice (a takeover): who
 
     @property
     def total_ms(self) -> float:
@@ -88,6 +89,7 @@ class LiveResponse:
     items: dict[str, AssistantItem] = field(default_factory=dict)
     cancelled: bool = False
     timing: TurnTiming | None = None
+    by: str | None = None  # the response says a person's line (a takeover): who
 
 
 class RealtimeEvents(CallerTurns):
@@ -168,7 +170,8 @@ class RealtimeEvents(CallerTurns):
         self.responses_requested = max(0, self.responses_requested - 1)
         rid = next(self._rids)
         response = LiveResponse(id=str(body.get("id") or f"local-{rid}"), rid=rid, agent=self._agent_name())
-        response.timing = self.clock.current()
+        response.by, self._create_by = self._create_by, None  # one create is in flight at a time
+        response.timing = TurnTiming() if response.by else self.clock.current()
         self._responses[response.id] = response
         self._current = response
         self.active_rid = rid
@@ -183,7 +186,7 @@ class RealtimeEvents(CallerTurns):
         item = response.items.get(key)
         if item is None:
             item = response.items[key] = AssistantItem(
-                id=key, rid=response.rid, agent=response.agent, timing=response.timing
+                id=key, rid=response.rid, agent=response.agent, timing=response.timing, by=response.by
             )
             self._open_items.append(item)
         return item
@@ -243,7 +246,12 @@ class RealtimeEvents(CallerTurns):
         self._item_of(response, event.get("item_id")).parts.append(delta)
         await self.emit(
             AgentResponse(
-                self.session_id, text=delta, agent=response.agent, final=False, response_id=response.rid
+                self.session_id,
+                text=delta,
+                agent=response.agent,
+                final=False,
+                response_id=response.rid,
+                by=response.by or "",
             )
         )
 
@@ -261,6 +269,7 @@ class RealtimeEvents(CallerTurns):
                     agent=response.agent,
                     final=True,
                     response_id=response.rid,
+                    by=response.by or "",
                 )
             )
 

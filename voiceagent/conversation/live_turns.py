@@ -84,6 +84,10 @@ class CallerTurns:
     _hold: HeldSpeech | None
     _judging: dict[str, HeldSpeech]
     _waiting_creates: deque[dict[str, Any]]
+    _waiting_by: deque[str | None]  # each waiting create's person (None: the agent's own)
+    _create_by: str | None  # the create in flight says a person's line: who
+    taken_over_by: str | None
+    _person_spoke_last: bool
     _idle_waiters: list[asyncio.Future]
     config: Any  # LiveConfig
     _ctx: Any  # TurnContext | None
@@ -111,14 +115,17 @@ class CallerTurns:
         def _transcribing(self) -> bool: ...
 
     # --- responses ----------------------------------------------------------------------------------
-    def _request_response(self, body: dict[str, Any] | None = None) -> None:
-        """``response.create`` now, or once the open response is done (the service allows one)."""
+    def _request_response(self, body: dict[str, Any] | None = None, by: str | None = None) -> None:
+        """``response.create`` now, or once the open response is done (the service allows one);
+        ``by``: it says a person's line (a takeover), which its ``response.created`` learns."""
         event: dict[str, Any] = {"type": "response.create"}
         if body:
             event["response"] = body
         if self._current is not None or self.responses_requested > 0 or self._waiting_creates:
             self._waiting_creates.append(event)
+            self._waiting_by.append(by)
         else:
+            self._create_by = by
             self._send(event)
 
     def _next_response(self) -> None:
@@ -126,6 +133,7 @@ class CallerTurns:
         if self._current is not None or self.responses_requested > 0:
             return
         if self._waiting_creates:
+            self._create_by = self._waiting_by.popleft() if self._waiting_by else None
             self._send(self._waiting_creates.popleft())
             return
         waiters, self._idle_waiters = self._idle_waiters, []
@@ -196,6 +204,9 @@ class CallerTurns:
         self.turn_ended_at = at
         timing = self.clock.user_turn(at, speech=True, audio_s=audio_s)
         timing.add("realtime_audio_in_s", audio_s)
+        if self.taken_over_by is not None:  # a person has the call: the turn is stored, not answered
+            self._person_spoke_last = False
+            return
         self._request_response()
 
     def _take(self, hold: HeldSpeech) -> None:

@@ -19,6 +19,9 @@ Role = Literal["user", "assistant", "tool", "system"]
 # or "cut" (a barge-in: the content becomes the words heard). A process that died before then leaves
 # "unknown" - the caller may have heard all of it.
 HEARD_UNKNOWN, HEARD_PLAYED, HEARD_CUT = "unknown", "played", "cut"
+# Turn.speaker of what a person said in the agent's voice, and of the takeover's and handback's
+# system turns (a human took the conversation over: voiceagent.conversation.takeover)
+PERSON = "person"
 
 
 def valid_session_id(value: str | None) -> bool:
@@ -42,6 +45,7 @@ class Turn:
     uid: str | None = None  # a turn written before it was heard: what its correction replaces
     tool_call_id: str | None = None  # tool turns: the model's id of the call this answers
     arguments: dict[str, Any] | None = None  # tool turns: the arguments it was called with
+    speaker: str | None = None  # who said it when not the agent or the caller: PERSON (a takeover)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -89,6 +89,7 @@ class Speaker:
         self.failed = False
         self.committed = False  # its words are in the history: never a second time
         self.held = False  # stopped by the caller, not abandoned (yet)
+        self.by: str | None = None  # a person's line (a takeover): who
         self.cut = False  # stopped before the end of its last clause
         self.first_audio: float | None = None  # when its first audio plays (loop time)
         self._current: tuple[str, AgentSpec] | None = None  # the clause being synthesised

@@ -89,6 +89,9 @@ class ScenarioSpec:
     source: Source = "file"
     session_id: str | None = None
     origin: str = ""
+    transfer_target: str | None = None  # escalate_to_human on the phone: +E164 or an ACS user (8:acs:...)
+    recording: bool | None = None  # recorded or not, whatever RECORDING_ENABLED says; None: as it says
+    recording_announcement: str = ""  # said before the greeting when the conversation is recorded
 
 
 @dataclass(frozen=True)

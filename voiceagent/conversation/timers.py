@@ -22,6 +22,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from voiceagent.conversation.specs import AgentSpec
+from voiceagent.conversation.takeover import TIME_LIMIT_DEFER_S
 
 if TYPE_CHECKING:
     from voiceagent.conversation.context import AgentDirectory
@@ -56,6 +57,7 @@ class ConversationTimers:
         playback_end: float
         state: SessionState | None
         directory: AgentDirectory
+        taken_over_by: str | None
         _state_name: str | None
         _loop: asyncio.AbstractEventLoop | None
 
@@ -140,6 +142,8 @@ class ConversationTimers:
         self._idle = None
         if self.closed or self.paused or self._ending is not None or self._state_name != "listening":
             return  # speaking, thinking or paused: the next return to listening arms it again
+        if self.taken_over_by is not None:
+            return  # a person has the call: no re-prompt; the handback arms it again
         left = self.playback_end - self.loop_time()
         if left > 0 or self._agent_busy() or self._caller_speaking():
             self._restart_idle(max(0.0, left))
@@ -155,6 +159,8 @@ class ConversationTimers:
         self._timer_agent = agent
         if self.closed or self.paused or self._ending is not None or self._state_name != "listening":
             return
+        if self.taken_over_by is not None:
+            return
         settings = self.turn_taking_for(agent)
         if self._reprompts < settings.max_reprompts:
             self._reprompts += 1
@@ -167,6 +173,9 @@ class ConversationTimers:
     # --- the length bound --------------------------------------------------------------------------
     def _time_up(self) -> None:
         self._limit = None
+        if self.taken_over_by is not None and self._loop is not None:  # never cut a person off
+            self._limit = self._loop.call_later(TIME_LIMIT_DEFER_S, self._time_up)
+            return
         if not self.closed and self._ending != TIME_LIMIT:
             self._spawn(self._on_time_up())
 

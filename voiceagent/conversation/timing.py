@@ -15,7 +15,11 @@ never reaches an assistant turn (nothing was said) is not reported.
 
 ``latency_ms`` (milliseconds, ``None`` where the stage did not run):
 
-- ``stt``: final transcript - end of speech (typed text: ``None``)
+- ``stt``: final transcript - end of speech (typed text: ``None``). When the recogniser decoded
+  the final transcript in the caller's pause, before the turn ended, this is ~0 and the decode's
+  own time is
+- ``stt_pause_decode``: that pause decode (asked - answered; or asked - final transcript when the
+  turn ended while it ran); ``None`` when the final transcript was decoded after the turn ended
 - ``llm_first_token``: first chunk of the first model round - its request (live: ``None``, no
   separate model stage)
 - ``tts_first_audio``: first synthesised audio - first clause sent to synthesis (live: ``None``)
@@ -56,6 +60,7 @@ _SPANS = {
     "llm_first_token": ("llm_request", "llm_first_token"),
     "tts_first_audio": ("tts_request", "tts_first_audio"),
     "end_to_first_audio": ("turn_end", "first_audio_out"),
+    "stt_pause_decode": ("pause_decode_start", "pause_decode_end"),
 }
 
 
@@ -114,6 +119,12 @@ class TurnTiming:
         if name not in self.marks:
             self.marks[name] = at
 
+    def pause_decode(self, start: float, end: float | None) -> None:
+        """The final transcript came from a decode asked for in the caller's pause."""
+        self.mark("pause_decode_start", start)
+        if end is not None:
+            self.mark("pause_decode_end", end)
+
     def add(self, key: str, amount: float | int | None) -> None:
         """Add to a usage counter (``None`` leaves it as it is: not reported)."""
         if amount is not None:
@@ -153,10 +164,13 @@ class TurnClock:
             timing.add("stt_audio_s", audio_s)
         return timing
 
-    def transcribed(self, at: float) -> None:
-        """The final transcript of the caller's last utterance."""
+    def transcribed(self, at: float, *, decode_started: float | None = None) -> None:
+        """The final transcript of the caller's last utterance; ``decode_started``: its decode was
+        asked for in the caller's pause (the turn ended while it ran)."""
         if self.heard is not None and "speech_end" in self.heard.marks:
             self.heard.mark("transcript", at)
+            if decode_started is not None:
+                self.heard.pause_decode(decode_started, at)
 
     def current(self) -> TurnTiming:
         """The turn in progress; one the agent began itself when the caller has not spoken since."""

@@ -59,6 +59,13 @@ ACTIVE = Gauge(
 POOL_IN_USE = Gauge(
     "voiceagent_pool_clients_in_use", "Speech clients leased", ["pool"], multiprocess_mode="livesum"
 )
+RECORDING_DROPPED = Counter(
+    "voiceagent_recording_dropped", "Recording items dropped: the writer's queue was full"
+)
+RECORDING_CHUNKS_WRITTEN = Counter("voiceagent_recording_chunks_written", "Recording chunks stored")
+RECORDING_QUEUE_DEPTH = Gauge(
+    "voiceagent_recording_queue_depth", "Recording items waiting for the writer", multiprocess_mode="livesum"
+)
 POOL_WARM = Gauge(
     "voiceagent_pool_clients_warm", "Speech clients idle and ready", ["pool"], multiprocess_mode="livesum"
 )
@@ -87,7 +94,8 @@ def conversation_started(conversation: Any, transport: str, mode: str | None) ->
     codec may drop it without ending it through the driver: the agent or the service ended it)."""
     if not ENABLED:
         return
-    kind = "live" if (mode or "").strip().lower() == "live" else "cascade"
+    kind = (mode or "").strip().lower()
+    kind = kind if kind in ("live", "monitor") else "cascade"  # monitor: listen only (AudioHook)
     CONVERSATIONS.labels(transport, kind).inc()
     if not conversation.closed:
         ACTIVE.labels(transport).inc()

@@ -37,21 +37,27 @@ from voiceagent.config import VARIABLES
 logger = logging.getLogger("voiceagent.speech.pools")
 T = TypeVar("T")
 
-# The transports whose conversations run the cascade (STT -> LLM -> TTS) path. The contact-center
-# bridge always runs the realtime voice API and leases no speech client (runtime.conversation_mode).
-SESSION_LIMIT_SETTINGS: Final = ("BROWSER_MAX_CONNECTIONS", "TELEPHONY_MAX_STREAMS")
+# The limits of the sessions that lease speech clients, each with the clients one session may hold
+# at once: the cascade's transports one, the AudioHook monitor two (it transcribes both channels).
+# The contact-center bot always runs the realtime voice API and leases none (runtime.conversation_mode).
+SESSION_LIMIT_SETTINGS: Final = {
+    "BROWSER_MAX_CONNECTIONS": 1,
+    "TELEPHONY_MAX_STREAMS": 1,
+    "CONTACTCENTER_MONITOR_MAX_SESSIONS": 2,
+}
 IDLE_TIMEOUT_S: Final = 30.0  # a client beyond the warm size is closed after this long unused
 _DEFAULTS: Final = {var.name: var.default for var in VARIABLES if var.name in SESSION_LIMIT_SETTINGS}
 _MAKE: Final = object()  # a waiter's grant: make a new client (its place is already counted)
 
 
 def session_limit(config: Mapping[str, Any]) -> int:
-    """``BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS`` of ``config`` (defaults for missing keys):
-    the hard maximum of each speech pool, because no more conversations can need a client at once."""
+    """``BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS + 2 * CONTACTCENTER_MONITOR_MAX_SESSIONS`` of
+    ``config`` (defaults for missing keys): the hard maximum of each speech pool, because no more
+    clients can be needed at once."""
     total = 0
-    for key in SESSION_LIMIT_SETTINGS:
+    for key, per_session in SESSION_LIMIT_SETTINGS.items():
         value = config.get(key)
-        total += int(_DEFAULTS[key] if value in (None, "") else value)
+        total += per_session * int(_DEFAULTS[key] if value in (None, "") else value)
     return total
 
 

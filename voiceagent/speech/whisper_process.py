@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from voiceagent.conversation.providers import ProviderError
 from voiceagent.speech.whisper_queue import Kind
+from voiceagent.speech.whisper_worker import BEAM, OVER_AGENT
 
 __all__ = ["Decoded", "QueueStats", "RecognizerProcess", "Skipped"]
 
@@ -47,6 +48,7 @@ class QueueStats:
         self.batches = 0.0
         self.batched = 0  # requests decoded in a batch of two or more
         self.greedy = 0  # requests decoded with greedy search (a deep queue)
+        self.narrowed = 0  # requests decoded with a narrower search than the usual beam (a burst)
         self.depth = 0  # decodes asked for and not answered now
         self.deepest = 0
         self._waits: dict[str, deque[float]] = {k.name.lower(): deque(maxlen=4096) for k in Kind}
@@ -62,6 +64,7 @@ class QueueStats:
         self.batches += 1.0 / max(1, batch)  # a batch of n answers n times
         self.batched += batch > 1
         self.greedy += beam == 1
+        self.narrowed += beam < BEAM
 
     def snapshot(self) -> dict[str, Any]:
         waits = {}
@@ -83,6 +86,7 @@ class QueueStats:
             "batches": round(self.batches),
             "batched_requests": self.batched,
             "greedy_requests": self.greedy,
+            "narrowed_requests": self.narrowed,
         }
 
 
@@ -98,9 +102,16 @@ class RecognizerProcess:
         self.reader: asyncio.Task | None = None
         self.stats = stats or QueueStats()
 
-    def send(self, request: int, kind: Kind, utterance: int, prompt: bytes, pcm16: bytes) -> None:
-        """Ask for a decode (``utterance`` 0: none to go stale with)."""
-        payload = bytes([kind]) + utterance.to_bytes(4, "little") + len(prompt).to_bytes(4, "little")
+    def send(
+        self, request: int, kind: Kind, utterance: int, prompt: bytes, pcm16: bytes, over_agent: bool = False
+    ) -> None:
+        """Ask for a decode (``utterance`` 0: none to go stale with; ``over_agent``: speech over the
+        agent, whose confidence must stay calibrated even in a burst)."""
+        payload = (
+            bytes([kind | (OVER_AGENT if over_agent else 0)])
+            + utterance.to_bytes(4, "little")
+            + len(prompt).to_bytes(4, "little")
+        )
         payload += prompt + pcm16
         assert self.proc.stdin is not None
         self.proc.stdin.write(

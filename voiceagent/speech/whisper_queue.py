@@ -55,6 +55,7 @@ class Request:
     window: int = 0
     payload: Any = None
     queued_at: float = field(default_factory=time.monotonic)
+    over_agent: bool = False  # the caller spoke over the agent (see whisper_worker.decode_choice)
 
 
 class DecodeQueue:

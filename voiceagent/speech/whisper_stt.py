@@ -152,7 +152,11 @@ class WhisperStream:
         pause = _PauseDecode(len(self._audio))
         pause.decoding = loop.create_task(
             self._provider.decode(
-                bytes(self._audio), kind=Kind.PAUSE, utterance=self._utterance, asked=pause.asked
+                bytes(self._audio),
+                kind=Kind.PAUSE,
+                utterance=self._utterance,
+                asked=pause.asked,
+                over_agent=self._over_agent,
             )
         )
         self._pause = pause
@@ -213,7 +217,10 @@ class WhisperStream:
             decoded = await self._pause_answer(at_pause)
             if decoded is None:
                 decoded = await self._provider.decode(
-                    bytes(self._audio), kind=Kind.FINAL, utterance=self._utterance
+                    bytes(self._audio),
+                    kind=Kind.FINAL,
+                    utterance=self._utterance,
+                    over_agent=self._over_agent,
                 )
             text, took, audio, self.logprob = decoded
             self.decode_seconds, self.decoded_seconds = took, audio
@@ -359,17 +366,19 @@ class WhisperSTT:
         kind: Kind = Kind.FINAL,
         utterance: int = 0,
         asked: Callable[[int], None] | None = None,
+        over_agent: bool = False,
     ) -> Decoded:
         """Decode 16 kHz PCM16 audio. ``kind`` says what for (finals are served first, then pause
         hypotheses, then interims; a final makes its ``utterance``'s queued interims and pauses
         stale: they fail with :class:`~voiceagent.speech.whisper_process.Skipped`); ``asked``
-        gets the request's number once it is queued (to :meth:`promote` it)."""
+        gets the request's number once it is queued (to :meth:`promote` it); ``over_agent``: the
+        caller speaks over the agent (its final keeps the calibrated window in a burst)."""
         recognizer = await self._ensure_recognizer()
         request = next(self._ids)
         future: asyncio.Future[Decoded] = asyncio.get_running_loop().create_future()
         recognizer.pending[request] = future
         hint = (self.prompt if prompt is None else prompt).encode("utf-8")
-        recognizer.send(request, kind, utterance, hint, pcm16)
+        recognizer.send(request, kind, utterance, hint, pcm16, over_agent)
         if asked is not None:
             asked(request)
         # Generous: ~0.2 s of one core per utterance; a crowd shares ``workers`` cores.

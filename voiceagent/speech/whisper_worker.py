@@ -9,7 +9,8 @@ first; stale interims skipped). Nothing here runs in the server process: log-mel
 
 Wire format (private to this module and :mod:`voiceagent.speech.whisper_process`):
   parent -> child  ``D`` + id (uint32 LE) + length (uint32 LE) + payload, where payload is the
-                   kind (1 byte, :class:`~voiceagent.speech.whisper_queue.Kind`), the utterance
+                   kind (1 byte, :class:`~voiceagent.speech.whisper_queue.Kind`, plus
+                   :data:`OVER_AGENT` when the caller speaks over the agent), the utterance
                    (uint32 LE), the prompt's length (uint32 LE), the prompt (UTF-8) and 16 kHz
                    PCM16 audio; ``P`` + id + four zero bytes: serve that queued request as a final
   child -> parent  one line each: ``READY <model>``,
@@ -29,7 +30,8 @@ corpus decoded alone with the vocabulary prompt, CPU seconds of one core per utt
   :data:`MAX_BATCH` is 1 and the two cores run two single decodes.
 - Greedy search instead of beam when more urgent requests wait than :data:`GREEDY_DEPTH` per
   worker (a burst): ~0.06 s less per utterance (0.184 -> 0.124 s at a 7.5 s window), for WER
-  0.037 -> 0.058 on 3 voices; only while callers queue for their turn's end.
+  0.037 -> 0.058 on 3 voices; only while callers queue for their turn's end. Finals in a burst
+  take two hypotheses at the 7.5 s window instead (:data:`BURST_WINDOW`, :data:`BURST_BEAM`).
 - The prompt (the previous-text slot, ``<|startofprev|>``) carries the scenario's vocabulary:
   with it in-domain WER fell by about half on voices the model hears badly.
 - Beam search (5) whose five hypotheses are rescored with the prompt's words and word pairs
@@ -72,12 +74,29 @@ SHORT_MAX_S: Final = 13.5
 # (bench_voice_latency on the same, noisy machine: p50 489 ms at 7.5 s with the loop at 48 ms, 592 ms
 # at 15 s with it at 63 ms - no difference once the machine's speed is allowed for).
 WINDOWS: Final = (SHORT_WINDOW,)
+# frames (7.5 s): a final decoded while a burst queues (search already greedy) uses this shorter
+# window when the utterance leaves WINDOW_MARGIN_S of padding in it: a third less encoder CPU, so
+# twelve callers who stop at once on two cores all hear back within ~1.5 s. The confidence shift
+# that kept it out of everyday decoding (above) matters less here: a final's words are what the
+# caller said, its end of turn was already decided on the pause hypothesis (still at 15 s).
+BURST_WINDOW: Final = 750
+# the kind byte's flag for speech over the agent: its final keeps the 15 s window even in a burst
+# (at 7.5 s Whisper came back sure of babble over the agent, which then took the turn)
+OVER_AGENT: Final = 0x80
+# hypotheses a burst's final keeps at BURST_WINDOW: two are enough for the domain rescoring to
+# pick "balance" over greedy's "melon song" (espeak en-us), and cost about what greedy search at
+# 15 s did: CPU s per utterance on 5 espeak lines, beam/window: 5/15 s 0.221, 1/15 s 0.178,
+# 1/7.5 s 0.087, 2/7.5 s 0.098, 3/7.5 s 0.117 (same words as 5/15 s from 2 up)
+BURST_BEAM: Final = 2
 WINDOW_MARGIN_S: Final = 2.0
 NO_SPEECH: Final = 0.6
 LOW_LOGPROB: Final = -1.0  # mean log-probability per token below which the words are a guess
 BEAM: Final = 5
 MAX_BATCH: Final = 1  # utterances decoded in one generate call (see the module's notes)
 GREEDY_DEPTH: Final = 2  # urgent requests waiting per worker beyond which search is greedy
+# seconds a caller's decode has waited in the queue beyond which it is narrowed like a burst's: the
+# tail of a burst (the queue short again by then) is the callers who waited longest
+LATE_S: Final = 0.3
 DOMAIN_WEIGHT: Final = 0.3  # of domain_score (0..2) against Whisper's mean token log-probability
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
 
@@ -161,13 +180,14 @@ class Recognizer:
         return self.transcribe_batch([(pcm16, prompt)], beam)[0]
 
     def transcribe_batch(
-        self, items: list[tuple[np.ndarray, str]], beam: int = BEAM
+        self, items: list[tuple[np.ndarray, str]], beam: int = BEAM, frames: int = 0
     ) -> list[tuple[str, float]]:
         """Several utterances (of one encoder window: see :func:`window_for`) in ONE ``generate``
         call: CTranslate2 encodes and searches them together, far cheaper than one call each when
-        a crowd stops speaking at once. Each answer is what :meth:`transcribe_scored` would say."""
+        a crowd stops speaking at once. Each answer is what :meth:`transcribe_scored` would say.
+        ``frames`` overrides the encoder window (:func:`decode_choice`)."""
         seconds = [len(pcm) / SAMPLE_RATE for pcm, _ in items]
-        frames = max(window_for(s) for s in seconds)
+        frames = frames or max(window_for(s) for s in seconds)
         features = np.stack([log_mel(pcm, frames, self.n_mels) for pcm, _ in items])
         prompts = [list(self.prompt_ids(prompt)) for _, prompt in items]
         longest = max(len(ids) + 10 + int(8 * min(s, 30.0)) for ids, s in zip(prompts, seconds, strict=True))
@@ -235,12 +255,31 @@ def _serve(recognizer: Recognizer, workers: int) -> None:
 def _request(request: int, payload: bytes) -> Request:
     """``kind`` (1 byte: 0 final, 1 pause, 2 interim), utterance (uint32), prompt length (uint32),
     prompt, audio."""
-    kind, utterance = Kind(payload[0]), int.from_bytes(payload[1:5], "little")
+    kind, utterance = Kind(payload[0] & ~OVER_AGENT), int.from_bytes(payload[1:5], "little")
     size = int.from_bytes(payload[5:9], "little")
     prompt = payload[9 : 9 + size].decode("utf-8", "replace")
     pcm = np.frombuffer(payload[9 + size :], dtype="<i2")
     window = window_for(len(pcm) / SAMPLE_RATE)
-    return Request(request, kind, utterance, window, (pcm, prompt))
+    return Request(request, kind, utterance, window, (pcm, prompt), over_agent=bool(payload[0] & OVER_AGENT))
+
+
+def decode_choice(
+    kind: Kind, seconds: float, waiting: int, workers: int, over_agent: bool = False, waited_s: float = 0.0
+) -> tuple[int, int]:
+    """``(beam, frames)`` for a decode: beam search at the utterance's own window while the queue
+    is short. A caller's final that fits :data:`BURST_WINDOW` gets :data:`BURST_BEAM` hypotheses
+    there when more callers wait for their turn (``waiting``: urgent decodes, this one included)
+    than a round of the workers can serve (:data:`GREEDY_DEPTH`), or when it has waited
+    :data:`LATE_S` already (the tail of a burst). Pause hypotheses and speech ``over_agent`` keep
+    the window and search their confidence is calibrated at, but for greedy search in a deep queue
+    (as every urgent decode had before). ``frames`` 0: the request's own window."""
+    if not kind.urgent:
+        return BEAM, 0
+    deep = waiting > GREEDY_DEPTH * workers
+    fits = seconds + WINDOW_MARGIN_S <= BURST_WINDOW / 100
+    if kind is Kind.FINAL and not over_agent and fits and (deep or waited_s >= LATE_S):
+        return BURST_BEAM, BURST_WINDOW
+    return (1, 0) if deep else (BEAM, 0)
 
 
 def _decode_loop(
@@ -248,13 +287,16 @@ def _decode_loop(
 ) -> None:
     """One worker: take the most wanted batch, decode it in one call, answer each request. Beam
     search while the queue is short; greedy when more callers wait than a round of the workers
-    can serve (:data:`GREEDY_DEPTH`): a little accuracy for time they are all waiting."""
+    can serve (:func:`decode_choice`)."""
     while batch := queue.take(MAX_BATCH):
         began = time.monotonic()
         waiting = len(batch) + queue.depth(urgent_only=True)
-        beam = 1 if batch[0].kind.urgent and waiting > GREEDY_DEPTH * workers else BEAM
+        longest = max(len(r.payload[0]) for r in batch) / SAMPLE_RATE
+        over_agent = any(r.over_agent for r in batch)
+        waited = began - min(r.queued_at for r in batch)
+        beam, frames = decode_choice(batch[0].kind, longest, waiting, workers, over_agent, waited)
         try:
-            answers = recognizer.transcribe_batch([r.payload for r in batch], beam)
+            answers = recognizer.transcribe_batch([r.payload for r in batch], beam, frames)
         except Exception as exc:  # one bad batch never takes the recogniser down
             for r in batch:
                 send(f"E {r.id} {type(exc).__name__}: {exc}")

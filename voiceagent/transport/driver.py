@@ -19,7 +19,10 @@ events become their frames. Everything else lives here once, in :class:`AudioSoc
   wire without paced playback (the browser, which gets audio ahead and schedules it) hands the
   event to its peer in its codec's ``on_event`` (the envelope's ``duck`` event).
 - the metrics (:mod:`voiceagent.observability.metrics`): the conversation's start (its end through
-  its close hook), and each of its events but ``Audio`` on its way through the pump.
+  its close hook), and each of its events but ``Audio`` on its way through the pump;
+- the recording taps (:mod:`voiceagent.recording`), the same on every wire: the caller's audio
+  through :meth:`push_caller`, the agent's as the pump hands it over, cut where a ``StopAudio``
+  cut it and lowered where a ``Duck`` lowered it.
 
 The codec subclasses :class:`AudioSocket` and fills the hooks (``decode``, ``on_audio``,
 ``on_event``, ``agent_ended``, ``conversation_lost``, ``pump_failed``, ``farewell``, ``ended``).
@@ -39,6 +42,7 @@ from voiceagent.connections import tracker
 from voiceagent.conversation.events import Event
 from voiceagent.conversation.timers import AGENT_ENDINGS
 from voiceagent.observability import metrics
+from voiceagent.recording.recorder import Recorder
 from voiceagent.transport.envelope import envelope, event_payload
 from voiceagent.transport.playback import PacedPlayback
 from voiceagent.transport.ratelimit import MessageRateLimiter
@@ -89,6 +93,8 @@ class AudioSocket(LeanWebSocket):
         self.tasks: list[asyncio.Task] = []
         self.relay = RelayQueue(self.channel_layer)  # to the dashboards, off this socket's path
         self.playback: PacedPlayback | None = None
+        self.recorder: Recorder | None = None  # set when the conversation is recorded
+        self._cut_rid = 0  # agent audio of responses up to this id was cut (barge-in): not recorded
         self.limiter: MessageRateLimiter | None = None
         self.max_message_bytes = 0
         self.last_message = time.monotonic()
@@ -181,8 +187,19 @@ class AudioSocket(LeanWebSocket):
         if refuse_closed and conversation.closed:
             raise StartFailed("closed", f"it closed at once: {conversation.close_reason}")
         self.conversation = conversation
+        if self.recorder is not None:  # the last one ended on its own; the socket stayed (the browser)
+            self.recorder.close()
+        self.recorder, self._cut_rid = None, 0  # a new conversation numbers its responses from 1
+        if getattr(conversation, "recording", False):
+            self.recorder = Recorder(self.session_id, self.transport)  # the greeting is queued: recorded
         live.add(self.session_id, conversation)  # memory written from outside reaches it (a profile)
         metrics.conversation_started(conversation, self.transport, mode)
+
+    def push_caller(self, pcm: bytes, rate: int) -> None:
+        """The caller's audio (PCM16 at ``rate``) to the conversation, and to the recording."""
+        if self.recorder is not None:
+            self.recorder.caller(pcm, rate)
+        self.conversation.push_audio(pcm, rate)
 
     def run_pump(self) -> None:
         """Start relaying the conversation's events (after the codec has announced the session)."""
@@ -203,6 +220,9 @@ class AudioSocket(LeanWebSocket):
                 async with asyncio.timeout(PUMP_GRACE_S):
                     await asyncio.shield(pump)
             pump.cancel()
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            recorder.close()
 
     async def pump(self, conversation: Any) -> None:
         """Engine events -> the codec, in order; then the end as the conversation ended."""
@@ -211,11 +231,17 @@ class AudioSocket(LeanWebSocket):
         try:
             async for event in conversation.events():
                 if event.kind == "Audio":
+                    if self.recorder is not None and not 0 < event.response_id <= self._cut_rid:
+                        self.recorder.agent(event.pcm, event.sample_rate)
                     await on_audio(event)
                 else:
                     count(event, transport)
+                    if self.recorder is not None:
+                        self._record_event(event)
                     if event.kind == "Duck" and self.playback is not None:
                         self.playback.set_gain(event.gain_db)  # what is not sent yet, from now
+                    elif event.kind == "TransferRequested":
+                        self.spawn(self.on_transfer(event))  # it may wait for the line to play
                     await on_event(event)
         except asyncio.CancelledError:
             raise
@@ -224,6 +250,18 @@ class AudioSocket(LeanWebSocket):
             await self.pump_failed(conversation)
             return
         await self.conversation_over(conversation)
+
+    def _record_event(self, event: Event) -> None:
+        """A barge-in cuts the agent's recorded audio as it cut what was heard; a duck lowers it;
+        any other event sends what the recorder gathered."""
+        assert self.recorder is not None
+        if event.kind == "StopAudio":
+            self._cut_rid = max(self._cut_rid, event.response_id)
+            self.recorder.cut()
+        elif event.kind == "Duck":
+            self.recorder.gain(event.gain_db)
+        else:
+            self.recorder.flush()  # the agent audio gathered so far is due (a response ended, ...)
 
     async def conversation_over(self, conversation: Any) -> None:
         """The events ended. Unless we ended it: the agent did (its last words play out), or the
@@ -307,6 +345,16 @@ class AudioSocket(LeanWebSocket):
     async def on_event(self, event: Event) -> None:
         """Any other engine event -> the wire and the dashboards."""
         self.relay_event(event)
+
+    async def on_transfer(self, event: Event) -> None:
+        """The agent asked for a person (``escalate_to_human``). Here (the browser, a wire with no
+        transfer of its own): the dashboards are asked for a person to take the conversation over,
+        and the conversation goes on meanwhile. Phone and contact centre transfer the call."""
+        payload = {"name": "takeover_requested", "reason": event.reason, "priority": event.priority}
+        self.publish("event", {**payload, "reference": event.reference})
+        conversation = self.conversation
+        if conversation is not None and isinstance(memory := conversation.state.memory.get("transfer"), dict):
+            conversation.remember({"transfer": {**memory, "status": "dashboard"}})
 
     async def agent_ended(self) -> None:
         """The agent ended the conversation (its audio has played)."""

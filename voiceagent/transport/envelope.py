@@ -24,7 +24,17 @@ def event_payload(event: Event) -> tuple[str, dict[str, Any]] | None:
     if kind == "Transcript":
         return "transcript", {"text": event.text, "final": event.final, "speaker": event.speaker}
     if kind == "AgentResponse":
-        return "response", {"text": event.text, "agent": event.agent, "final": event.final}
+        response = {"text": event.text, "agent": event.agent, "final": event.final}
+        return "response", {**response, "by": event.by} if event.by else response
+    if kind == "TransferRequested":  # the target stays on the server
+        return "event", {
+            "name": "transfer_requested",
+            "reason": event.reason,
+            "priority": event.priority,
+            "reference": event.reference,
+        }
+    if kind == "Takeover":
+        return "event", {"name": "takeover" if event.active else "handback", "by": event.by}
     if kind == "StopAudio":
         return "event", {"name": "barge_in", "reason": event.reason}
     if kind == "Duck":  # the page lowers (or restores) the gain of the audio it has not played

@@ -83,6 +83,7 @@ class LiveRegistry:
                 "started_ts": message.get("ts") or round(time.time(), 3),
                 "agent": payload.get("agent"),
                 "state": None,
+                **({"monitor": True} if payload.get("monitor") else {}),  # an AudioHook monitor
             }
             self._ensure_refresher()
             return True
@@ -93,6 +94,9 @@ class LiveRegistry:
             return False
         if name == "state":
             entry["state"] = payload.get("state")
+        if name in ("takeover", "handback"):  # a dashboard opening next shows who has the call
+            entry["taken_over_by"] = payload.get("by") if name == "takeover" else None
+            return True
         agent = payload.get("to") if name == "handoff" else payload.get("agent")
         if agent and agent != entry["agent"]:
             entry["agent"] = agent
@@ -190,6 +194,10 @@ def snapshot_message(entry: dict[str, Any]) -> dict[str, Any]:
     session_id = entry["session_id"]
     payload = {"name": "session_started", "session_id": session_id, "snapshot": True}
     payload.update({k: entry.get(k) for k in ("transport", "agent", "state", "started_ts")})
+    if entry.get("taken_over_by"):
+        payload["taken_over_by"] = entry["taken_over_by"]
+    if entry.get("monitor"):
+        payload["monitor"] = True
     return envelope(session_id, "event", payload)
 
 

@@ -12,6 +12,10 @@ A ``Duck`` event (the caller speaks over the agent, their words not known yet) l
 every frame sent from then on (:meth:`set_gain`, PCM16 or mu-law as the wire carries), so it takes
 effect within the lead; ``Duck(0)`` restores it and a barge-in (:meth:`drop`) ends it.
 
+A wire whose peer reports what it has played (Twilio's ``mark``) queues a :class:`Mark` after a
+response's last frame (:meth:`mark`): it goes to ``send_mark`` in order, as soon as the frame before
+it was sent (no pacing of its own), and a barge-in drops it with the frames.
+
 ``lock`` is held while a frame is handed to the socket: a transport that must send a control
 message (``StopAudio``) after a barge-in takes it around :meth:`clear` and its send, so no frame
 of the cancelled response can slip in between.
@@ -31,8 +35,14 @@ import numpy as np
 from voiceagent.speech.audio import FrameChunker, Pacer
 from voiceagent.speech.audio.mulaw import ulaw_decode, ulaw_encode
 
-__all__ = ["PacedPlayback", "WireEncoder"]
+__all__ = ["Mark", "PacedPlayback", "WireEncoder"]
 _UNSEEN = object()
+
+
+class Mark(str):
+    """A named point in the queue (after a response's audio), not a frame."""
+
+    __slots__ = ()
 
 
 class WireEncoder(Protocol):
@@ -55,8 +65,10 @@ class PacedPlayback:
         pad_byte: int | None,
         encoder: Callable[[int], WireEncoder | None] | None = None,
         mulaw: bool = False,
+        send_mark: Callable[[str], Awaitable[None]] | None = None,
     ):
         self._send = send
+        self._send_mark = send_mark
         self._encoder_for = encoder  # source rate -> its encoder (None: the wire's own format)
         self._encoders: dict[int, WireEncoder | None] = {}
         self._chunker = FrameChunker(frame_bytes)
@@ -64,7 +76,7 @@ class PacedPlayback:
         self._lead_frames = lead_frames
         self._max_frames = max_frames
         self._pad_byte = pad_byte  # how a response's last partial frame is completed (None: sent short)
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[bytes | Mark] = deque()
         self._ready = asyncio.Event()
         self.lock = asyncio.Lock()
         self._mulaw = mulaw  # the frames are G.711 mu-law (else PCM16 little-endian)
@@ -122,12 +134,17 @@ class PacedPlayback:
         if rest:
             self._enqueue([rest])
 
+    def mark(self, name: str) -> None:
+        """Queue a :class:`Mark` after what is queued (a wire with ``send_mark`` only)."""
+        if self._send_mark is not None:
+            self._enqueue([Mark(name)])
+
     def clear(self) -> None:
         """Barge-in: nothing queued will be sent."""
         self._queue.clear()
         self._chunker.clear()
 
-    def _enqueue(self, frames: list[bytes]) -> None:
+    def _enqueue(self, frames: list) -> None:
         if not frames:
             return
         queue = self._queue
@@ -159,11 +176,19 @@ class PacedPlayback:
                 await asyncio.sleep(pause)
                 pacer.reset()
                 continue
+            if type(queue[0]) is Mark:  # the frames before it are sent: at once, unpaced
+                async with self.lock:
+                    if queue and type(queue[0]) is Mark:
+                        await self._send_mark(queue.popleft())
+                continue
             await pacer.wait()
             async with self.lock:
                 if queue:  # a barge-in may have emptied it meanwhile
                     frame = queue.popleft()
-                    await self._send(frame if self.gain == 1.0 else self._scaled(frame))
+                    if type(frame) is Mark:
+                        await self._send_mark(frame)
+                    else:
+                        await self._send(frame if self.gain == 1.0 else self._scaled(frame))
 
     def _scaled(self, frame: bytes) -> bytes:
         """``frame`` at :attr:`gain` (one vectorised pass; mu-law through its tables)."""

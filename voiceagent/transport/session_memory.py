@@ -14,6 +14,10 @@ conversation (:meth:`ConversationCore.remember`, seen from its next turn):
 
 A message lost while the layer is down is a profile the conversation misses until it restarts
 (it loads the state the cache holds); that is logged, never raised to the caller of :func:`deliver`.
+
+The same feed carries a person's requests to a live conversation (``session.control``: take over,
+say, hand back; sent by :mod:`voiceagent.transport.control`): the worker that holds the
+conversation applies it and answers on the request's ``reply_to`` channel.
 """
 
 from __future__ import annotations
@@ -24,9 +28,13 @@ import logging
 import uuid
 from typing import Any
 
+from voiceagent.conversation.takeover import ControlResult
+
 logger = logging.getLogger(__name__)
 
 GROUP = "session-memory"
+# voiceagent.conversation.takeover's methods another worker may ask for
+CONTROL_METHODS = frozenset({"take_over", "say", "hand_back", "transfer_done", "transfer_failed"})
 GROUP_RENEW_S = 3600.0
 STOP_WAIT_S = 3.0
 ORIGIN = uuid.uuid4().hex  # this process
@@ -50,6 +58,22 @@ class LiveConversations:
             if not held:
                 del self._by_session[session_id]
 
+    async def control(self, session_id: str, method: str, args: dict[str, Any]) -> Any:
+        """A person's request (``method`` of :class:`~voiceagent.conversation.takeover.
+        PersonControl`) applied to this process's conversation of ``session_id``, on its loop; its
+        ``ControlResult``, or None when no conversation of it runs here."""
+        held = [c for c in self._by_session.get(session_id, ()) if not c.closed]
+        if not held:
+            return None
+        conversation = held[0]
+        action = getattr(conversation, method, None)
+        if action is None:
+            return ControlResult(409, "this session is not a voice-agent conversation")
+        loop = getattr(conversation, "_loop", None)
+        if loop is None or loop is asyncio.get_running_loop():
+            return action(**args)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_call(action, args), loop))
+
     def remember(self, session_id: str, memory: dict[str, Any]) -> int:
         """Give ``memory`` to this process's conversations of ``session_id``; how many took it."""
         held = [c for c in self._by_session.get(session_id, ()) if not c.closed]
@@ -59,6 +83,10 @@ class LiveConversations:
 
 
 live = LiveConversations()
+
+
+async def _call(action: Any, args: dict[str, Any]) -> Any:
+    return action(**args)
 
 
 def cross_process_layer() -> Any:
@@ -127,7 +155,7 @@ class MemoryFeed:
                 renew = asyncio.get_running_loop().create_task(self._renew(channel))
                 delay = 1.0
                 while True:
-                    self._apply(await layer.receive(channel))
+                    await self._handle(await layer.receive(channel))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -143,6 +171,32 @@ class MemoryFeed:
             await asyncio.sleep(GROUP_RENEW_S)
             with contextlib.suppress(Exception):
                 await self._layer.group_add(GROUP, channel)
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "session.control":
+            await self._control(message)
+        else:
+            self._apply(message)
+
+    async def _control(self, message: dict[str, Any]) -> None:
+        """A person's request from another worker: applied when the conversation runs here, and
+        answered on its reply channel (a worker that does not hold it stays silent)."""
+        session_id, method, args = message.get("session_id"), message.get("method"), message.get("args")
+        reply_to = message.get("reply_to")
+        if message.get("origin") == ORIGIN or not isinstance(session_id, str) or not isinstance(args, dict):
+            return
+        if method not in CONTROL_METHODS:
+            return
+        try:
+            result = await live.control(session_id, method, args)
+        except Exception:
+            logger.exception("session %s: %s from another worker failed", session_id, method)
+            return
+        if result is None or not isinstance(reply_to, str):
+            return
+        answer = {"type": "session.control.reply", "status": result.status, "detail": result.detail}
+        with contextlib.suppress(Exception):
+            await self._layer.send(reply_to, {**answer, "body": result.body})
 
     @staticmethod
     def _apply(message: dict[str, Any]) -> None:

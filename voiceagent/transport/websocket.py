@@ -76,7 +76,12 @@ class LeanWebSocket:
 
     # --- actions -------------------------------------------------------------------------------------
     async def accept(self, subprotocol: str | None = None) -> None:
-        await self._send({"type": "websocket.accept", "subprotocol": subprotocol})
+        try:
+            await self._send({"type": "websocket.accept", "subprotocol": subprotocol})
+        except OSError:  # the client left before it was accepted (uvicorn's ClientDisconnected):
+            # nothing is sent to it any more; its disconnect event ends the socket as usual
+            self._closed = True
+            logger.info("%s: the client left before the socket was accepted", type(self).__name__)
 
     async def send(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self._closed:

@@ -169,6 +169,14 @@ class RemoteTarget:
         except (OSError, websockets.InvalidHandshake, TimeoutError) as exc:
             raise TargetError(f"cannot open the {wire} at {self.ws_base}: {exc}") from None
 
+    async def send_json(self, message: dict[str, Any], wire: str) -> None:
+        """``message`` on the conversation's socket; a closed one is a :class:`TargetError` naming
+        ``wire``."""
+        try:
+            await self.ws.send(dumps(message))
+        except ConnectionClosed as exc:
+            raise TargetError(f"the {wire} closed: {exc}") from None
+
     async def say_into_mic(self, audio: bytes, tail: bytes) -> float:
         """``audio`` into the microphone, then ``tail`` (silence: the service's end of turn);
         returns when the speech ended."""

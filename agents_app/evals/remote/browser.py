@@ -6,12 +6,18 @@ as is. The microphone stays open for the whole conversation (20 ms PCM16 frames 
 turns, as a page with its microphone on does). ``say`` is a ``text`` message, or with ``audio``
 synthesised speech in real time followed by a second of silence; ``dtmf`` is the page keypad's
 ``dtmf`` message.
+
+Unless ``realtime``, the test caller does not hear the agent's audio out: once the agent is back to
+listening (its audio all sent before that state), it sends ``control played`` and goes on, so the
+service counts the audio as heard and the next words are a new turn. Its speech still goes at real
+time: the service's end of turn is counted in the caller's audio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 from typing import Any
@@ -26,7 +32,6 @@ from agents_app.evals.remote.base import (
     Microphone,
     RemoteTarget,
     TargetError,
-    dumps,
     event_name,
 )
 
@@ -39,8 +44,9 @@ class BrowserTarget(RemoteTarget):
 
     name = "browser"
 
-    def __init__(self, url: str, api_key: str | None = None) -> None:
+    def __init__(self, url: str, api_key: str | None = None, *, realtime: bool = False) -> None:
         super().__init__(url, api_key)
+        self.realtime = realtime
         self.ws: Any = None
         self.mic: Microphone | None = None
         self._reader: asyncio.Task | None = None
@@ -96,10 +102,7 @@ class BrowserTarget(RemoteTarget):
         self.lost(f"closed {self.ws.close_code} {self.ws.close_reason or ''}".strip())
 
     async def _send(self, message: dict[str, Any]) -> None:
-        try:
-            await self.ws.send(dumps(message))
-        except ConnectionClosed as exc:
-            raise TargetError(f"the browser socket closed: {exc}") from None
+        await self.send_json(message, "browser socket")
 
     async def send_turn(self, turn: CallerTurn) -> float:
         if turn.dtmf is not None:
@@ -111,6 +114,17 @@ class BrowserTarget(RemoteTarget):
             return time.monotonic()
         audio = await asyncio.to_thread(speech.pcm16, text, RATE)
         return await self.say_into_mic(audio, bytes(int(RATE * SPEECH_TAIL_S) * 2))
+
+    async def _played(self) -> None:
+        """Heard out in real time, or (by default) said to be played: the agent's audio all came
+        before its ``listening`` state."""
+        if self.realtime:
+            await super()._played()
+            return
+        if self.closed is None and not self.recorder.observation.ended:
+            with contextlib.suppress(TargetError):  # it closed meanwhile: nothing is playing then
+                await self._send({"type": "control", "payload": {"action": "played"}})
+        self.playing_until = time.monotonic()
 
     async def close(self) -> None:
         await self.close_wire()

@@ -199,10 +199,7 @@ class PhoneTarget(RemoteTarget):
         )
 
     async def _send(self, message: dict[str, Any]) -> None:
-        try:
-            await self.ws.send(dumps(message))
-        except ConnectionClosed as exc:
-            raise TargetError(f"the media stream closed: {exc}") from None
+        await self.send_json(message, "media stream")
 
     async def send_turn(self, turn: CallerTurn) -> float:
         if turn.dtmf is not None:

@@ -6,6 +6,7 @@ test files or the options are wrong (every problem listed, then one line saying 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -47,9 +48,10 @@ class Command(ProjectCommand):
         parser.add_argument(
             "--transport",
             default="engine",
-            choices=["engine", "browser", "phone", "audiohook"],
+            choices=["engine", "browser", "phone", "twilio", "audiohook"],
             help="engine (in process, default) or a running service's browser socket, phone media "
-            "stream or AudioHook bridge (these need --url)",
+            "stream (ACS), Twilio Media Stream (signed with TWILIO_ACCOUNT_SID/TWILIO_AUTH_TOKEN from "
+            "the environment) or AudioHook bridge (these need --url)",
         )
         parser.add_argument("--url", help="the running service, e.g. http://127.0.0.1:8000")
         parser.add_argument("--api-key", dest="api_key", help="an API key of that service")
@@ -57,6 +59,19 @@ class Command(ProjectCommand):
         parser.add_argument("--json", dest="json_path", type=Path, help="write a JSON report here")
         parser.add_argument("-k", dest="keyword", help="only the tests whose suite::name contains this")
         parser.add_argument("--concurrency", type=int, default=1, help="tests run at once (default 1)")
+        parser.add_argument(
+            "--realtime",
+            action="store_true",
+            help="hear the agent's audio out in real time, as a caller would (engine and browser; "
+            "by default the test caller says it played at once, so a test costs recognition and "
+            "synthesis time, not the seconds the agent talks; the phone wires always take real time)",
+        )
+        parser.add_argument(
+            "--turns",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="print each turn as it ends (default: on over a transport, off over the engine)",
+        )
 
     def handle(self, *args, **options):
         from agents_app.evals.spec import SpecError, load_suites
@@ -65,7 +80,12 @@ class Command(ProjectCommand):
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be 1 or more", returncode=2)
         try:
-            factory = make_target(options["transport"], url=options["url"], api_key=options["api_key"])
+            factory = make_target(
+                options["transport"],
+                url=options["url"],
+                api_key=options["api_key"],
+                realtime=options["realtime"],
+            )
         except (ValueError, ImportError) as exc:
             raise CommandError(str(exc), returncode=2) from None
         try:
@@ -95,7 +115,7 @@ class Command(ProjectCommand):
 
     async def _run(self, tests, factory, options):
         from agents_app.evals.judge import judge_for_runtime
-        from agents_app.evals.report import Printer
+        from agents_app.evals.report import Printer, TurnPrinter
         from agents_app.evals.runner import run
 
         engine = options["transport"] == "engine"
@@ -110,6 +130,10 @@ class Command(ProjectCommand):
             "skipped": self.style.WARNING,
         }
         printer = Printer(self.stdout.write, len(tests), style=lambda status, text: styles[status](text))
+        turns = options.get("turns")
+        if turns is None:
+            turns = not engine  # a transport takes seconds a turn: say where the run is
+        on_turn = TurnPrinter(self._write_now) if turns else None
         try:
             if engine:
                 self._check_scenarios(tests)
@@ -119,10 +143,15 @@ class Command(ProjectCommand):
                 on_result=printer,
                 judge=judge_for_runtime(),
                 concurrency=options["concurrency"],
+                on_turn=on_turn,
             )
         finally:
             if engine:
                 await stop_engine()
+
+    def _write_now(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
 
     def _check_scenarios(self, tests) -> None:
         """Over the engine the scenarios are known here: a misspelt one is a bad file (exit 2)."""

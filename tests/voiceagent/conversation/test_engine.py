@@ -427,3 +427,19 @@ async def test_an_answer_that_played_out_is_in_the_history_before_the_next_turn(
         await h.idle()
     roles = [(t.role, t.content) for t in h.store.turns["s1"]][:2]
     assert roles == [("assistant", "Hello, front desk."), ("user", "hello")]
+
+
+async def test_closing_cancels_a_speaker_still_waiting_for_its_synthesis():
+    """A conversation that ends while its answer is being synthesised takes its speaker with it: a
+    synthesis task left waiting on its provider outlived the call and was destroyed pending when
+    the server stopped ("Task was destroyed but it is pending", tts-N)."""
+    slow = InstantTTS(ms_per_word=20, chunk_ms=20, delay_s=30.0)
+    h = Harness(tts=slow)
+    start = asyncio.get_running_loop().create_task(h.conv.start())  # the greeting waits on the TTS
+    await asyncio.sleep(0.1)
+    speaker = h.conv._speaker
+    assert speaker is not None and not speaker.task.done()
+    await h.conv.close()
+    await asyncio.sleep(0)
+    assert speaker.task.done()
+    await asyncio.wait_for(start, 5)

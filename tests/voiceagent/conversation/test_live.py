@@ -14,7 +14,7 @@ from realtime_peer import Call, Drop, Fail, RealtimePeer, Say
 from servers import free_port
 
 from voiceagent.conversation.live import LiveConfig, LiveConversation
-from voiceagent.conversation.session import InMemorySessionStore, SessionState, Turn
+from voiceagent.conversation.session import PERSON, InMemorySessionStore, SessionState, Turn
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec
 from voiceagent.conversation.testing import StaticDirectory
 from voiceagent.llm.realtime import OpenAIRealtimeClient, VoiceLiveClient
@@ -625,3 +625,37 @@ async def test_tool_rounds_in_a_row_are_bounded(peer):
     assert len(outputs) == 3 and "tool_rounds_exceeded" in outputs[-1]["output"]
     # greeting, the caller's turn, one after each executed round
     assert len(peer.received("response.create")) == 4
+
+
+# --- a person takes the conversation over (issue 32): no answer while they have it, their line
+# is a response the model says word for word, kept as theirs; the handback answers ---------------
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_person_takes_a_live_conversation_over_speaks_and_hands_it_back(kind, peer):
+    peer.user_says("is anyone there")
+    peer.push(Say("Welcome back, how can I help?"))
+    async with LiveHarness(make_client(kind, peer)) as h:
+        await h.idle()
+        assert h.conv.take_over("alice").ok
+        creates = len(peer.received("response.create"))
+        await h.conv.push_text("I want a person")
+        h.speak()  # the caller speaks: transcribed and stored, not answered
+        await h.until(lambda h: any(e.text == "is anyone there" for e in h.of("Transcript") if e.final))
+        await asyncio.sleep(0.3)
+        assert len(peer.received("response.create")) == creates, "the agent answered during a takeover"
+
+        assert h.conv.say("Hello, this is Alice.").ok
+        await h.until(lambda h: any(e.by == "alice" and e.final for e in h.of("AgentResponse")))
+        await h.idle()
+        create = peer.received("response.create")[-1]
+        assert '"Hello, this is Alice."' in create["response"]["instructions"]
+
+        assert h.conv.hand_back().body["answering"] is False  # the person spoke last
+        await h.conv.push_text("thanks")
+        await h.until(lambda h: "AgentResponse(front:Welcome back, how can I help?)" in h.kinds())
+        await h.idle()
+    turns = [(t.role, t.content, t.speaker) for t in h.store.turns["s1"]]
+    assert ("user", "I want a person", None) in turns and ("user", "is anyone there", None) in turns
+    person = [content for role, content, speaker in turns if speaker == PERSON and role == "assistant"]
+    assert person == ["Hello, this is Alice."]
+    assert turns[-1] == ("assistant", "Welcome back, how can I help?", None)
+    assert [(e.active, e.by) for e in h.of("Takeover")] == [(True, "alice"), (False, "alice")]

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 import test_live
-from enginekit import Harness
+from enginekit import RATE, SILENCE, TONE, Harness
 from realtime_peer import Call, Say
 from test_live import LiveHarness, make_client
 
@@ -124,3 +124,23 @@ async def test_live_spoken_turn_with_a_tool_call(kind, peer):
     assert answer.usage["llm_tokens_in"] == 16  # both responses of the turn (call, then answer)
     assert answer.usage["realtime_audio_in_s"] > 0 and answer.usage["stt_audio_s"] > 0
     assert [m.latency_ms for m in h.of("TurnMetrics")] == [greeting.latency_ms, answer.latency_ms]
+
+
+@pytest.mark.parametrize("on_demand", [True, False])
+async def test_speech_to_text_says_which_decode_it_measured(on_demand):
+    """A recogniser that decodes in the caller's pause (Whisper's ``hint_pause``) has the final
+    transcript before the turn ends: ``stt`` is then ~0 and ``stt_pause_decode`` is that decode;
+    a final decode after the turn ended leaves ``stt_pause_decode`` null."""
+    async with Harness(script=["Sure."], texts=["what is my balance"]) as h:
+        h.stt.on_demand = on_demand
+        await h.idle()
+        for frame in [TONE] * 10 + [SILENCE] * 15:  # as a microphone: the stream opens meanwhile
+            h.conv.push_audio(frame, RATE)
+            await asyncio.sleep(0.002)
+        await h.until(lambda h: len(assistant_turns(h.store)) == 2)
+    lat = assistant_turns(h.store)[1].latency_ms
+    assert isinstance(lat["stt"], float)
+    if on_demand:
+        assert h.stt.hints >= 1 and isinstance(lat["stt_pause_decode"], float)
+    else:
+        assert lat["stt_pause_decode"] is None

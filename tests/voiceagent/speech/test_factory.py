@@ -40,7 +40,8 @@ async def test_offline_by_default_and_pools_registered():
     assert metrics["tts"]["provider"] == "offline-piper" and metrics["tts"]["size"] == 5
     assert tts.sample_rate == 24000 and stt.sample_rate == 16000
     # the warm size is not a ceiling: both grow up to BROWSER_MAX_CONNECTIONS + TELEPHONY_MAX_STREAMS
-    assert metrics["stt"]["max_size"] == metrics["tts"]["max_size"] == 400
+    # + 2 x CONTACTCENTER_MONITOR_MAX_SESSIONS
+    assert metrics["stt"]["max_size"] == metrics["tts"]["max_size"] == 440
     await _close(stt, tts)
 
 
@@ -50,10 +51,11 @@ async def test_pools_grow_up_to_the_session_limits_of_the_cascade_transports(spe
         "BROWSER_MAX_CONNECTIONS": "30",
         "TELEPHONY_MAX_STREAMS": "12",
         "CONTACTCENTER_MAX_SESSIONS": "99",
+        "CONTACTCENTER_MONITOR_MAX_SESSIONS": "3",
     }
     config = load_config({**(AZURE if speech == "azure" else {}), **limits, "STT_POOL_SIZE": "4"})
     stt, tts = build_speech_providers(config)
-    assert (stt.pool.size, stt.pool.max_size, tts.pool.max_size) == (4, 42, 42)
+    assert (stt.pool.size, stt.pool.max_size, tts.pool.max_size) == (4, 48, 48)
     await _close(stt, tts)
 
 

@@ -49,9 +49,18 @@ async def eventually(predicate, timeout: float = 5.0) -> None:
 
 
 def test_session_limit_is_the_sum_of_the_cascade_transport_limits():
-    assert session_limit({}) == DEFAULT_MAX_SIZE == 400  # 200 browser + 200 phone, the defaults
-    assert session_limit({"BROWSER_MAX_CONNECTIONS": 30, "TELEPHONY_MAX_STREAMS": 12}) == 42
-    assert session_limit({"BROWSER_MAX_CONNECTIONS": "7", "CONTACTCENTER_MAX_SESSIONS": 500}) == 207
+    # 200 browser + 200 phone + 2 channels x 20 monitors, the defaults
+    assert session_limit({}) == DEFAULT_MAX_SIZE == 440
+    assert session_limit({"BROWSER_MAX_CONNECTIONS": 30, "TELEPHONY_MAX_STREAMS": 12}) == 82
+    limits = {
+        "BROWSER_MAX_CONNECTIONS": 30,
+        "TELEPHONY_MAX_STREAMS": 12,
+        "CONTACTCENTER_MONITOR_MAX_SESSIONS": 0,
+    }
+    assert session_limit(limits) == 42
+    # the bot runs the realtime API (no speech client); a monitor may hold one per channel
+    assert session_limit({"BROWSER_MAX_CONNECTIONS": "7", "CONTACTCENTER_MAX_SESSIONS": 500}) == 247
+    assert session_limit({"CONTACTCENTER_MONITOR_MAX_SESSIONS": "5"}) == 410
 
 
 async def test_grows_beyond_the_warm_size_without_waiting():

@@ -67,3 +67,27 @@ async def test_a_failing_hook_closes_1011_and_still_disconnects(hook, caplog):
     assert cls.ended == [1011]
     assert tracker.metrics() == {"connected": 1, "disconnected": 1, "active": 0}
     assert len([r for r in caplog.records if r.name == "voiceagent.transport.websocket"]) == 1
+
+
+async def test_a_client_gone_before_the_accept_is_no_error(caplog):
+    """Under overload a client may give up while its upgrade waits: the server's accept then
+    raises (uvicorn: ClientDisconnected, an OSError). That is a client leaving, not a failure of
+    ours: no ERROR, no 1011, and the disconnect event ends the socket once."""
+    from uvicorn.protocols.utils import ClientDisconnected
+
+    Counted.ended = []
+    inbox: asyncio.Queue[dict] = asyncio.Queue()
+    for event in ({"type": "websocket.connect"}, {"type": "websocket.disconnect", "code": 1006}):
+        inbox.put_nowait(event)
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        if message["type"] == "websocket.accept":
+            raise ClientDisconnected()
+        sent.append(message)
+
+    with caplog.at_level(logging.INFO):
+        await asyncio.wait_for(Counted.as_asgi()({"type": "websocket"}, inbox.get, send), 5)
+    assert Counted.ended == [1006] and sent == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "left before the socket was accepted" in caplog.text

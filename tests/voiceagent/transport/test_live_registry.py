@@ -73,3 +73,23 @@ async def test_a_slot_lost_while_silent_is_not_overwritten():
     seen = {e["session_id"] for e in await LiveRegistry().live()}
     assert seen == {"slow-1", "other-1"}
     slow._task.cancel()
+
+
+async def test_a_dashboard_opened_later_sees_who_has_a_call_and_which_session_is_a_monitor():
+    from voiceagent.transport.live import snapshot_message
+
+    worker = LiveRegistry()
+    monitor = started("m-1", "contactcenter")
+    monitor["payload"]["monitor"] = True
+    await observe(worker, monitor)
+    await observe(worker, started("c-1"))
+    taken = {"type": "event", "payload": {"name": "takeover", "by": "alice"}, "session_id": "c-1"}
+    assert worker.observe(taken) is True  # written at once: a dashboard opening next sees it
+    await worker.flush()
+    seen = {e["session_id"]: snapshot_message(e)["payload"] for e in await LiveRegistry().live()}
+    assert seen["m-1"]["monitor"] is True and "taken_over_by" not in seen["m-1"]
+    assert seen["c-1"]["taken_over_by"] == "alice" and "monitor" not in seen["c-1"]
+    back = {"type": "event", "payload": {"name": "handback", "by": "alice"}, "session_id": "c-1"}
+    await observe(worker, back)
+    seen = {e["session_id"]: snapshot_message(e)["payload"] for e in await LiveRegistry().live()}
+    assert "taken_over_by" not in seen["c-1"]

@@ -11,8 +11,9 @@ Conventions:
   speech recognisers, TTS engines and browsers.
 
 One module per job: :mod:`.pcm` (PCM16 layout, rates), :mod:`.mulaw` (G.711 and the telephony
-chains), :mod:`.resampling`, :mod:`.framing`, :mod:`.pacing`, :mod:`.levels` and
-:mod:`.signals`; this ``__init__`` is the public face the transports and providers import from.
+chains), :mod:`.resampling`, :mod:`.framing`, :mod:`.pacing`, :mod:`.levels` and :mod:`.signals`,
+:mod:`.upsampling` (doubling a live stream's rate without block buffering); this ``__init__`` is the
+public face the transports and providers import from.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from .pcm import (
     pcm16_to_bytes,
     validate_rate,
 )
-from .resampling import DEFAULT_QUALITY, QUALITIES, StreamResampler, resample
+from .resampling import DEFAULT_QUALITY, QUALITIES, StreamResampler, resample, resample_file
 from .signals import generate_tone, silence
+from .upsampling import HalfbandUpsampler, stream_resampler
 
 __all__ = [
     "DEFAULT_QUALITY",
@@ -48,6 +50,7 @@ __all__ = [
     "SUPPORTED_RATES",
     "ULAW_SILENCE_BYTE",
     "FrameChunker",
+    "HalfbandUpsampler",
     "MulawStreamDecoder",
     "MulawStreamEncoder",
     "Pacer",
@@ -64,9 +67,11 @@ __all__ = [
     "pcm16_to_ulaw8k",
     "peak_level",
     "resample",
+    "resample_file",
     "rms_dbfs",
     "rms_level",
     "silence",
+    "stream_resampler",
     "ulaw8k_to_pcm16",
     "ulaw_decode",
     "ulaw_encode",

@@ -139,3 +139,26 @@ def resample(samples: PcmLike, in_rate: int, out_rate: int, quality: str = DEFAU
     if in_rate == out_rate:
         return x.copy()
     return soxr.resample(np.ascontiguousarray(x), in_rate, out_rate, quality=quality)
+
+
+FILE_RATES: Final = (4000, 192000)  # what a recording on disk may be at (11.025, 22.05, 44.1 kHz ...)
+
+
+def resample_file(
+    samples: PcmLike, in_rate: int, out_rate: int, quality: str = DEFAULT_QUALITY
+) -> np.ndarray:
+    """:func:`resample` for a recording from disk, which may be at any rate within
+    :data:`FILE_RATES` (espeak-ng writes 22.05 kHz, a phone 44.1 kHz); ``out_rate`` is still one
+    of the :data:`SUPPORTED_RATES`, the rates the engine and transports run at."""
+    if isinstance(in_rate, bool) or not isinstance(in_rate, int | np.integer):
+        raise ValueError(f"unsupported input sample rate {in_rate!r}")
+    if not FILE_RATES[0] <= int(in_rate) <= FILE_RATES[1]:
+        raise ValueError(
+            f"unsupported input sample rate {in_rate} Hz: from {FILE_RATES[0]} to {FILE_RATES[1]} Hz"
+        )
+    x = as_int16(samples)
+    out_rate = validate_rate(out_rate, name="output sample rate")
+    quality = _validate_quality(quality)
+    if int(in_rate) == out_rate:
+        return x.copy()
+    return soxr.resample(np.ascontiguousarray(x), int(in_rate), out_rate, quality=quality)

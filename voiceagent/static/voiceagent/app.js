@@ -109,17 +109,19 @@ function handle(m) {
       if (p.final) { $("interim").textContent = ""; line($("transcript"), "user", "You", p.text); responseLine = null; }
       else $("interim").textContent = p.text + " …";
       break;
-    case "response":
+    case "response": {
+      const who = p.by ? `${p.by} (a person)` : p.agent;  // a colleague who took the call over
       if (!p.final) {
-        if (!responseLine) responseLine = line($("transcript"), "agent", p.agent, "");
+        if (!responseLine) responseLine = line($("transcript"), "agent", who, "");
         responseLine.lastChild.textContent += p.text;
       } else {
         if (responseLine) responseLine.lastChild.textContent = p.text;
-        else line($("transcript"), "agent", p.agent, p.text);
+        else line($("transcript"), "agent", who, p.text);
         responseLine = null;
       }
       setAgent(p.agent);
       break;
+    }
     case "event": onEvent(p, m); break;
     case "audio_levels":
       $("meter-in").value = p.input; $("meter-out").value = p.output;
@@ -176,6 +178,12 @@ function onEvent(p, m) {
       break;
     case "duck":
       state.player.duck(p.gain_db);
+      break;
+    case "takeover":
+      line($("activity"), "takeover", "", `${p.by} (a person) has joined the conversation`);
+      break;
+    case "handback":
+      line($("activity"), "takeover", "", `${p.by} handed you back to the agent`);
       break;
     case "handoff":
       line($("activity"), "handoff", "", `Handoff ${p.from} → ${p.to} (${p.type})`);

@@ -36,6 +36,19 @@ async function apiGet(path) {
   return body;
 }
 
+/* POST a JSON body; the answer's JSON, or an Error saying the status and the server's detail. */
+async function apiPost(path, body) {
+  const headers = { "Content-Type": "application/json" };
+  if (apiKey()) headers.Authorization = "Bearer " + apiKey();
+  const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body || {}) });
+  let answer = null;
+  try { answer = await response.json(); } catch (e) { /* not JSON: the status says enough */ }
+  const detail = (answer && answer.detail) || response.statusText;
+  if (response.status === 401) throw new AuthRequired(detail || "an API key is required");
+  if (!response.ok) throw new Error(`${response.status} ${detail}`);
+  return answer;
+}
+
 /* A WebSocket close that means "send an API key" (1008 with an "unauthorized" reason). */
 function isAuthClose(event) { return /unauthori[sz]ed/i.test(event.reason || ""); }
 

@@ -1,0 +1,3 @@
+export * from './audioframe';
+export * from './ulaw';
+export * from './wav';

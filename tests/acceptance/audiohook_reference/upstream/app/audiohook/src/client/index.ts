@@ -1,0 +1,3 @@
+export * from './clientsession';
+export * from './clientsessionimpl';
+export * from './mediasource';

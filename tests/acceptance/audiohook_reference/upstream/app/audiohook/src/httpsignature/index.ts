@@ -1,0 +1,3 @@
+export * from './signature-builder';
+export * from './signature-verifier';
+export * from './structured-fields';

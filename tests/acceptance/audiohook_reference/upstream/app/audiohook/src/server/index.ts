@@ -1,0 +1,3 @@
+export * from './mediadata';
+export * from './serversession';
+export * from './serversessionimpl';
