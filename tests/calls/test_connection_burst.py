@@ -109,9 +109,25 @@ def syntheses(host: str) -> int:
     return httpx.get(f"http://{host}/api/v1/pools", timeout=10).json()["pools"]["tts"]["acquired_total"]
 
 
-async def _stream(url: str) -> dict:
+class _Everyone:
+    """Set once every call of the burst was greeted or refused: the greeted ones hang up only
+    then, as callers do, not after their first chunk. (Had every caller joined so far left, the
+    shared synthesis would be cancelled - a barge-in's rule - and a late call would start another.)"""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+        self.done = asyncio.Event()
+
+    def settled(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.done.set()
+
+
+async def _stream(url: str, everyone: _Everyone) -> dict:
     """One simulator call: admitted (its greeting's text and first audio) or refused (close code)."""
     seen: dict = {"greeting": None, "audio": 0}
+    settled = False
     try:
         async with websockets.connect(url, open_timeout=30) as ws:
             await ws.send(METADATA)
@@ -122,8 +138,14 @@ async def _stream(url: str) -> dict:
                         seen["audio"] += 1
                     elif message.get("type") == "agent_response":
                         seen["greeting"] = message["payload"]["text"]
+                everyone.settled()
+                settled = True
+                await everyone.done.wait()
     except websockets.ConnectionClosed as exc:
         seen["code"] = exc.rcvd.code if exc.rcvd else None
+    finally:
+        if not settled:
+            everyone.settled()
     return seen
 
 
@@ -134,7 +156,8 @@ async def test_a_burst_of_calls_is_greeted_with_one_synthesis_and_refused_calls_
     host, root = burst_server
     url = f"ws://{host}/api/v1/media/stream?scenario=default&events=1"
     before = syntheses(host)
-    results = await asyncio.gather(*(_stream(url) for _ in range(BURST)))
+    everyone = _Everyone(BURST)
+    results = await asyncio.gather(*(_stream(url, everyone) for _ in range(BURST)))
     greeted = [r for r in results if r["greeting"] and r["audio"]]
     refused = [r for r in results if "code" in r]
     assert len(greeted) == MAX_STREAMS, results

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 import wave
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
+from fault_proxy import FaultProxy
 from servers import PYTHON, ROOT, base_env, free_port, migrate, start, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -89,6 +91,16 @@ def launch(pw, wav: Path | None = None):
     )
 
 
+def wait_until_true(page, expression: str, timeout_s: float) -> None:
+    """Poll ``expression`` through ``page.evaluate`` until it is true. Not ``wait_for_function``:
+    its polling predicate is built with eval, which the pages' Content-Security-Policy (no
+    'unsafe-eval') forbids whenever the first check is false."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"not true within {timeout_s} s: {expression}"
+        page.wait_for_timeout(100)
+
+
 def assert_stored_timing(page, service: str, session: str, shown: str) -> None:
     """``shown`` ("412 ms") is the rounded ``end_to_first_audio`` of one of the session's assistant
     turns as the API returns them (the history writer is off the socket path: wait for it)."""
@@ -150,9 +162,7 @@ def test_talk_to_the_banking_agents_in_chromium(service, tmp_path):
             )
             expect(page.locator("#transcript li.agent").filter(has_text="auth_agent")).not_to_have_count(0)
             expect(page.locator("#agent")).to_have_text("auth_agent")
-            page.wait_for_function(
-                "window.__voice.received.audio > 0 && window.__voice.chunksPlayed > 0", timeout=15_000
-            )
+            wait_until_true(page, "window.__voice.received.audio > 0 && window.__voice.chunksPlayed > 0", 15)
             assert page.get_by_role("button", name="Stop microphone").get_attribute("aria-pressed") == "true"
             # each spoken turn's end of speech -> first agent audio, next to the agent's name
             timing = page.locator("#transcript li.agent .who .timing").first
@@ -208,7 +218,7 @@ def test_with_an_api_key_the_pages_ask_for_it_then_work(keyed_service):
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
+    with sync_playwright() as pw, ExitStack() as stack:
         browser = launch(pw)
         page = browser.new_page()
         try:
@@ -233,10 +243,11 @@ def test_with_an_api_key_the_pages_ask_for_it_then_work(keyed_service):
             session = page.locator("#session").inner_text()
             assert page.evaluate("localStorage.getItem('voiceagent.apikey')") == API_KEY
 
-            # a dashboard opened now, in a fresh profile without the key
+            # a dashboard opened now, in a fresh profile without the key, through a wire that breaks
+            proxy = stack.enter_context(FaultProxy(int(keyed_service.rsplit(":", 1)[1])))
             other = browser.new_context()
             dashboard = other.new_page()
-            dashboard.goto(keyed_service + "/dashboard")
+            dashboard.goto(proxy.url + "/dashboard")
             expect(dashboard.locator("#relay-state")).to_contain_text("(1008): unauthorized")
             expect(dashboard.locator("#key-form")).to_be_visible()
             dashboard.get_by_role("textbox", name="API key").fill(API_KEY)
@@ -246,6 +257,31 @@ def test_with_an_api_key_the_pages_ask_for_it_then_work(keyed_service):
             expect(listed).to_have_count(1, timeout=10_000)
             expect(dashboard.locator("#sessions li")).to_contain_text("browser")
             dashboard.screenshot(path=str(ARTIFACTS / "dashboard-snapshot.png"), full_page=True)
+
+            # the connection is lost (a load balancer's cut, a crashed worker): it reconnects by itself
+            assert proxy.cut() >= 1
+            expect(dashboard.locator("#relay-state")).to_contain_text("(1006)")
+            expect(dashboard.locator("#relay-state")).to_contain_text(re.compile(r"Reconnecting in \d+ s"))
+            expect(dashboard.locator("#relay-state")).to_have_text("Connected", timeout=10_000)
+            expect(dashboard.get_by_role("button", name=f"Follow session {session}")).to_have_count(1)
+
+            # a person takes the conversation over from the dashboard, speaks, hands it back (issue 32)
+            dashboard.get_by_label("Your name").fill("alice")
+            dashboard.get_by_role("button", name=f"Take over session {session}").click()
+            expect(dashboard.locator("#feed li").filter(has_text="taken over by alice")).to_have_count(1)
+            expect(page.locator("#activity li.takeover")).to_contain_text("alice (a person) has joined")
+            say = dashboard.get_by_role("textbox", name="Say to the caller (in the agent's voice)")
+            say.fill("Hello, this is Alice from the bank.")
+            dashboard.get_by_role("button", name="Say", exact=True).click()
+            expect(page.locator("#transcript li.agent").filter(has_text="this is Alice")).to_contain_text(
+                "alice (a person)", timeout=15_000
+            )
+            expect(dashboard.locator("#feed li").filter(has_text="alice (person")).not_to_have_count(0)
+            dashboard.screenshot(path=str(ARTIFACTS / "dashboard-takeover.png"), full_page=True)
+            dashboard.get_by_role("button", name=f"Hand back session {session}").click()
+            expect(dashboard.locator("#feed li").filter(has_text="handed back")).to_have_count(1)
+            expect(dashboard.locator("#say-form")).to_be_hidden()
+            expect(dashboard.get_by_role("button", name=f"Take over session {session}")).to_have_count(1)
 
             page.close()  # the conversation ends: the dashboard drops it
             expect(listed).to_have_count(0, timeout=10_000)

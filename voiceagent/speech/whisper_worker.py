@@ -112,16 +112,34 @@ def domain_vocabulary(prompt: str) -> tuple[frozenset[str], frozenset[tuple[str,
     return frozenset(words), frozenset(itertools.pairwise(words))
 
 
-def domain_score(text: str, vocabulary: tuple[frozenset[str], frozenset[tuple[str, str]]]) -> float:
+def domain_score(
+    text: str, vocabulary: tuple[frozenset[str], frozenset[tuple[str, str]]], of_words: int = 0
+) -> float:
     """0..2: the share of ``text``'s words in the vocabulary (digits count) plus the share of its
-    word pairs in it. A hypothesis made of the scenario's words beats a near-tie made of others."""
+    word pairs in it. A hypothesis made of the scenario's words beats a near-tie made of others.
+    ``of_words``: the longest competing hypothesis's word count, the shares' denominator, so that
+    a hypothesis which merely leaves out a word the vocabulary lacks ("can I talk to a real ?"
+    for "... real person?") gains nothing by it."""
     words, pairs = vocabulary
     said = _words(text)
     if not said:
         return 0.0
-    known = sum(w in words or w.isdigit() for w in said) / len(said)
-    joined = sum(p in pairs for p in itertools.pairwise(said)) / max(1, len(said) - 1)
+    count = max(len(said), of_words)
+    known = sum(w in words or w.isdigit() for w in said) / count
+    joined = sum(p in pairs for p in itertools.pairwise(said)) / max(1, count - 1)
     return known + joined
+
+
+def pick_hypothesis(
+    texts: list[str], scores: list[float], vocabulary: tuple[frozenset[str], frozenset[tuple[str, str]]]
+) -> int:
+    """The index of the beam hypothesis to keep: Whisper's mean log-probability plus
+    :data:`DOMAIN_WEIGHT` times its :func:`domain_score` against the others' longest."""
+    longest = max((len(_words(t)) for t in texts), default=0)
+    return max(
+        range(len(texts)),
+        key=lambda i: scores[i] + DOMAIN_WEIGHT * domain_score(texts[i], vocabulary, longest),
+    )
 
 
 def window_for(seconds: float) -> int:
@@ -213,11 +231,7 @@ class Recognizer:
         if result.no_speech_prob > NO_SPEECH and result.scores[0] < LOW_LOGPROB:
             return "", result.scores[0]
         texts = [self.tokenizer.decode(seq[:max_tokens]).strip() for seq in result.sequences_ids]
-        vocabulary = domain_vocabulary(prompt)
-        best = max(
-            range(len(texts)),
-            key=lambda i: result.scores[i] + DOMAIN_WEIGHT * domain_score(texts[i], vocabulary),
-        )
+        best = pick_hypothesis(texts, list(result.scores), domain_vocabulary(prompt))
         return collapse_repeats(texts[best]), result.scores[best]
 
 
