@@ -12,12 +12,14 @@ import pytest
 SUPPORT = Path(__file__).parent / "support"
 if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
+ACCEPTANCE_UNIT = "tests/acceptance"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files that start servers or browsers first, the quick ones after: pytest-xdist hands files
-    to its workers in this order (``--dist loadfile``), and a slow file handed out last kept one
-    worker busy for minutes while the other had nothing left (CI on 2 cores)."""
+    """Files that start servers or browsers first, the quick ones after: pytest-xdist hands its
+    work units to its workers in this order (``scripts/test`` passes ``--no-loadscope-reorder``:
+    xdist's default order, by test count, handed the slow files with few tests out last, and one
+    worker stayed busy for minutes while the others had nothing left)."""
     rank = {}
     for item in items:
         path = str(item.fspath)
@@ -26,6 +28,23 @@ def pytest_collection_modifyitems(config, items):
         else:
             rank.setdefault(path, 2)
     items.sort(key=lambda item: rank[str(item.fspath)])  # stable: a file's tests stay together
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with one exception: the acceptance suite is one work unit, since its
+    modules share deployments, and the peers they point at, on one worker
+    (tests/acceptance/conftest.py). (xdist's ``loadgroup`` cannot say this under pytest 9, which no
+    longer reads the node ids xdist 3.8 rewrites for it.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SuiteScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return ACCEPTANCE_UNIT if scope.startswith(ACCEPTANCE_UNIT + "/") else scope
+
+    return SuiteScheduling(config, log)
 
 
 @pytest.fixture

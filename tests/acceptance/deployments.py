@@ -34,18 +34,40 @@ RUN = "scripts/run"
 UVICORN = "uvicorn-2-workers-redis"
 KINDS = (RUN, UVICORN)
 WORKERS = 2
-# 0 test_redis, 2 test_multiprocess_relay, 3 test_relay_shutdown, 5 test_telephony_servers, 12
-# test_worker_kill; one database per pytest-xdist worker (up to four; scripts/test runs three), as
-# two workers may run acceptance modules at once and each deployment flushes its database
+# Redis databases: 0 test_redis, 3 test_relay_shutdown, 5 test_telephony_servers, 7 banking demo, 9
+# test_two_hosts, 10 bench, 12 test_worker_kill; here one per pytest-xdist worker (up to four;
+# scripts/test runs three and keeps the suite on one of them, but a plain ``-n`` run may spread
+# it), as each deployment flushes its database
 _WORKER_DBS = (11, 13, 14, 15)
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 REDIS_DB = _WORKER_DBS[_WORKER % len(_WORKER_DBS)]
+# a scale-out deployment lent to several modules (conftest.DeploymentPool) keeps a database of its
+# own: the modules between its users start and flush theirs on REDIS_DB
+_SHARED_DBS = (4, 6, 8, 1)
+SHARED_REDIS_DB = _SHARED_DBS[_WORKER % len(_SHARED_DBS)]
 START_TIMEOUT_S = 240.0  # a first scripts/run on a fresh clone installs the runtime requirements
+
+# The settings of the modules that share their deployments (conftest.DeploymentPool): each module's
+# needs, merged (before, each module started its own pair with its own subset)
+SHARED_CONTACTCENTER_KEY = "acceptance-contact-center-key-shared"
+SHARED_TWILIO_ACCOUNT, SHARED_TWILIO_TOKEN = "AC" + "3" * 32, "acceptance-twilio-token"
+SHARED_ENV = {
+    "BROWSER_MAX_CONNECTIONS": "16",  # the browser module's 12 callers, dashboards and a bystander
+    "BROWSER_MAX_MESSAGE_BYTES": "4096",  # small, so that some of the ws fuzz's messages exceed it
+    "TELEPHONY_MAX_MESSAGE_BYTES": "8192",  # likewise for the provider fuzz's media frames
+    # pools of 4 (the defaults) that make a caller wait at most 1 s for a free recogniser: whoever
+    # waits longer is refused, which the phone module's crowd must never be
+    "POOL_ACQUIRE_TIMEOUT": "1",
+    "REPROMPT_AFTER_S": "0",  # the fuzzers' bystanders are silent for minutes: no re-prompts, no goodbye
+    "CONTACTCENTER_API_KEY": SHARED_CONTACTCENTER_KEY,
+    # Twilio's webhook and stream answer beside ACS (which places the outbound calls)
+    "TWILIO_ACCOUNT_SID": SHARED_TWILIO_ACCOUNT,
+    "TWILIO_AUTH_TOKEN": SHARED_TWILIO_TOKEN,
+}
 
 # Log lines of known findings that any module may cause until they are fixed; each must have its own
 # strict-xfail test, so this list hides nothing for good. Empty: every finding so far is fixed.
 # (The last one: the telephony client's aiohttp session was never closed at shutdown.)
-UNCLOSED_SESSION = r"Exception ignored in: <function (ClientSession|BaseConnector)\.__del__"
 KNOWN_LOG_FINDINGS: dict[str, str] = {}
 _INHERITED_EXCLUDE = ("MCP_SERVER_", "DJANGO_", "PYTHONPATH")
 
@@ -56,8 +78,8 @@ def clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in BY_NAME and not k.startswith(_INHERITED_EXCLUDE)}
 
 
-def flush_redis() -> None:
-    redis.Redis(host="127.0.0.1", port=6379, db=REDIS_DB).flushdb()
+def flush_redis(db: int = REDIS_DB) -> None:
+    redis.Redis(host="127.0.0.1", port=6379, db=db).flushdb()
 
 
 @dataclass
@@ -71,6 +93,9 @@ class Deployment:
     ready_503s: int = 0  # /ready answers 503 seen while waiting for the start
     database: str | None = None  # a PostgreSQL database of its own, dropped when it stops
     host: str = "127.0.0.1"  # the address it listens on (another loopback address: another host)
+    redis_db: int = REDIS_DB  # the scale-out shape's Redis database
+    log_start: int = 0  # where the current module's part of the log begins (a lent deployment)
+    later_users: int = 0  # modules of this run that will be lent it after the current one
     stopped: bool = field(default=False, init=False)
 
     @property
@@ -92,15 +117,20 @@ class Deployment:
         return {"Authorization": f"Bearer {self.api_key}"}
 
     def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
+        """The log since the current module was lent the deployment (all of it when not shared)."""
+        return self.log.read_text(errors="replace")[self.log_start :]
 
     def tail(self, chars: int = 6000) -> str:
         return f"----- {self.kind} log tail -----\n{self.log_text()[-chars:]}"
 
-    def stop(self) -> None:
-        """SIGTERM and wait: the log then holds the shutdown too."""
+    def stop(self) -> bool:
+        """SIGTERM and wait: the log then holds the shutdown too. True when it is stopped; a
+        deployment that later modules of this run will be lent keeps running (False): the last of
+        them stops it, and its log check covers the shutdown."""
+        if self.later_users > 0:
+            return False
         if self.stopped:
-            return
+            return True
         self.stopped = True
         if self.proc.poll() is None:
             self._signal(signal.SIGTERM)
@@ -110,9 +140,10 @@ class Deployment:
                 self._signal(signal.SIGKILL)
                 self.proc.wait(10)
         if self.kind == UVICORN:
-            flush_redis()
+            flush_redis(self.redis_db)
         if self.database:
             postgres.drop(self.database)
+        return True
 
     def _signal(self, sig: int) -> None:
         if self.kind == RUN:  # scripts/run execs daphne in its own session: the group is ours
@@ -134,8 +165,9 @@ def spawn_uvicorn(kind: str, port: int, log: Path, env: dict[str, str], api_key:
     return Deployment(kind, port, log, proc, api_key, workers=WORKERS)
 
 
-def start(kind: str, root: Path, env: dict[str, str], api_key: str) -> Deployment:
-    """Start ``kind`` on a free port with ``env`` added to a clean environment; wait until ready."""
+def start(kind: str, root: Path, env: dict[str, str], api_key: str, redis_db: int = REDIS_DB) -> Deployment:
+    """Start ``kind`` on a free port with ``env`` added to a clean environment; wait until ready
+    (the scale-out shape on Redis database ``redis_db``)."""
     port = free_port()
     log = root / f"{kind.replace('/', '-')}.log"
     full = {
@@ -158,11 +190,11 @@ def start(kind: str, root: Path, env: dict[str, str], api_key: str) -> Deploymen
             )
         deployment = Deployment(kind, port, log, proc, api_key)
     elif kind == UVICORN:  # the README's production: PostgreSQL and Redis (a fresh database each)
-        flush_redis()
+        flush_redis(redis_db)
         database = postgres.fresh_database("acc")
-        full.update(CACHE_HOST="127.0.0.1", CACHE_PORT="6379", CACHE_DB=str(REDIS_DB), DATABASE_URL=database)
+        full.update(CACHE_HOST="127.0.0.1", CACHE_PORT="6379", CACHE_DB=str(redis_db), DATABASE_URL=database)
         deployment = spawn_uvicorn(kind, port, log, full, api_key)
-        deployment.database = database
+        deployment.database, deployment.redis_db = database, redis_db
     else:
         raise ValueError(kind)
     try:

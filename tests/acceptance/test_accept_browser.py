@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 from clients import BrowserCaller, Dashboard, Utterance, is_final_transcript, is_type
-from deployments import Deployment, assert_log_clean
+from deployments import SHARED_ENV, Deployment, assert_log_clean
 from voices import SENTENCES, heard, pcm16, voice_for
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 CALLERS = 12
-SERVER_ENV = {"BROWSER_MAX_CONNECTIONS": str(CALLERS + 2)}  # room for everyone; pools stay at 4
+SERVER_ENV = SHARED_ENV  # room for everyone (BROWSER_MAX_CONNECTIONS 16); pools stay at 4
+assert int(SERVER_ENV["BROWSER_MAX_CONNECTIONS"]) >= CALLERS + 2
 # what each caller says in each round: half of them one sentence, half the other, every voice both
 ROUNDS = (("i lost my card", "my card was stolen"), ("my card was stolen", "i lost my card"))
 

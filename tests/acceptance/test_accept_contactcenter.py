@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 from clients import Dashboard, Utterance, is_final_transcript, is_type
-from deployments import Deployment, assert_log_clean
+from deployments import SHARED_CONTACTCENTER_KEY, SHARED_ENV, Deployment, assert_log_clean
 from peers import ANSWER
 from provider_clients import ContactCenterCaller
 from voices import mulaw8k, voice_for
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 SESSIONS = 6
 SENTENCE = "what is my balance"
-SERVER_ENV: dict[str, str] = {}  # CONTACTCENTER_MAX_SESSIONS keeps its default (200)
+SERVER_ENV = SHARED_ENV  # CONTACTCENTER_MAX_SESSIONS keeps its default (200)
 
 
 @dataclass
@@ -53,7 +53,8 @@ async def contact_center(deployment: Deployment) -> Run:
     audio = [await asyncio.to_thread(mulaw8k, SENTENCE, v) for v in voices]
     results = [Session(i, str(v)) for i, v in enumerate(voices)]
     dashboard = await Dashboard.connect(deployment.ws, deployment.api_key)
-    callers = await asyncio.gather(*(ContactCenterCaller.connect(deployment.ws, str(v)) for v in voices))
+    key = SHARED_CONTACTCENTER_KEY
+    callers = await asyncio.gather(*(ContactCenterCaller.connect(deployment.ws, str(v), key) for v in voices))
 
     async def session(result: Session, caller: ContactCenterCaller) -> None:
         result.session_id = caller.session_id

@@ -27,7 +27,14 @@ import websockets
 from acs_peer import TEST_BASE_URL
 from audiohook_client import ORG, AudioHookClient
 from audiohook_client import over_websockets as audiohook_socket
-from deployments import Deployment, assert_log_clean
+from deployments import (
+    SHARED_CONTACTCENTER_KEY,
+    SHARED_ENV,
+    SHARED_TWILIO_ACCOUNT,
+    SHARED_TWILIO_TOKEN,
+    Deployment,
+    assert_log_clean,
+)
 from hostile import ANY_JSON, FUZZ_SETTINGS, Bystander
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,15 +43,10 @@ from websockets.exceptions import ConnectionClosed
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
-CC_KEY = "acceptance-provider-fuzz-key"
-SERVER_ENV = {
-    "CONTACTCENTER_API_KEY": CC_KEY,
-    "TELEPHONY_MAX_MESSAGE_BYTES": "8192",
-    "REPROMPT_AFTER_S": "0",  # the bystander is silent while the fuzz runs: no re-prompts, no goodbye
-    # Twilio's webhook and stream answer beside ACS (which places the outbound calls)
-    "TWILIO_ACCOUNT_SID": "AC" + "5" * 32,
-    "TWILIO_AUTH_TOKEN": "acceptance-twilio-token",
-}
+CC_KEY = SHARED_CONTACTCENTER_KEY
+# TELEPHONY_MAX_MESSAGE_BYTES 8192, REPROMPT_AFTER_S 0 (the bystander is silent while the fuzz runs),
+# Twilio beside ACS, the contact-centre key
+SERVER_ENV = SHARED_ENV
 QUIET_S = 0.3  # AudioHook: a session with nothing more to say
 READ_S = 0.5  # media: what a stream answers within this after the batch
 
@@ -152,7 +154,7 @@ def test_hostile_media_frames_are_dropped_and_counted_and_touch_no_one_else(
 
 
 # --- Twilio Media Streams ------------------------------------------------------------------------
-TWILIO_ACCOUNT, TWILIO_TOKEN = SERVER_ENV["TWILIO_ACCOUNT_SID"], SERVER_ENV["TWILIO_AUTH_TOKEN"]
+TWILIO_ACCOUNT, TWILIO_TOKEN = SHARED_TWILIO_ACCOUNT, SHARED_TWILIO_TOKEN
 MULAW = st.binary(max_size=400).map(lambda b: base64.b64encode(b).decode())
 TWILIO_BODIES = {
     "media": st.fixed_dictionaries(

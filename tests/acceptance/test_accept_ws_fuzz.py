@@ -16,7 +16,7 @@ import json
 
 import pytest
 import websockets
-from deployments import Deployment, assert_log_clean
+from deployments import SHARED_ENV, Deployment, assert_log_clean
 from hostile import ANY_JSON, FUZZ_SETTINGS, LEAF, Bystander
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -24,11 +24,7 @@ from websockets.exceptions import ConnectionClosed
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
-SERVER_ENV = {
-    "BROWSER_MAX_MESSAGE_BYTES": "4096",  # small, so that some generated messages exceed it
-    # the bystander says nothing while the fuzz runs (80 s and more): no re-prompts and goodbye
-    "REPROMPT_AFTER_S": "0",
-}
+SERVER_ENV = SHARED_ENV  # BROWSER_MAX_MESSAGE_BYTES 4096, REPROMPT_AFTER_S 0 (a silent bystander)
 DOCUMENTED_ERRORS = {  # docs/api.md, browser conversation: error codes a client may meet
     *("bad_json", "bad_message", "unknown_type", "bad_audio", "bad_sample_rate", "bad_text", "bad_dtmf"),
     *("bad_control", "bad_config", "unknown_scenario", "not_started", "start_failed", "store_unavailable"),

@@ -180,7 +180,9 @@ def test_pools_body(api_client):
     body = api_client.get("/api/v1/pools").json()
     assert set(body) == {"pools", "timestamp"}
     for name in ("tts", "stt"):
-        assert set(body["pools"][name]) == {
+        # a Whisper recogniser (the runtime's when an earlier test of this worker started one)
+        # adds its queue; no other key may come or go
+        assert set(body["pools"][name]) - {"queue"} == {
             "size",
             "available",
             "in_use",
