@@ -127,7 +127,7 @@ async def test_a_contact_center_call_through_the_bridge(bridge, peer):
     await client.send("dtmf", {"digit": "#"})
     await asyncio.sleep(0.3)
 
-    state = await asyncio.to_thread(sessions.load_state, client.session_id)
+    state = await sessions.db_call(sessions.load_state, client.session_id)
     assert state.scenario == "banking" and state.transport == "contactcenter"
     assert state.memory["queue"] == "cards" and state.memory["phoneNumber"] == "+15551230000"
     assert state.memory["caller_phone"] == "+15551230000"

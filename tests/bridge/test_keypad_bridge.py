@@ -83,5 +83,5 @@ async def test_a_code_typed_on_the_contact_center_keypad_verifies_the_caller(bri
     assert any(f"Keypad entry: {wrong}" in t for t in texts)
     assert any(f"Keypad entry: {code}" in t for t in texts)
     await closed(comm, client)
-    state = await asyncio.to_thread(sessions.load_state, session_id)
+    state = await sessions.db_call(sessions.load_state, session_id)
     assert state.memory["authenticated"] is True and state.memory["caller_profile"]["id"] == profile["id"]

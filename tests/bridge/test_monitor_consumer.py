@@ -57,10 +57,13 @@ async def turn(client: AudioHookClient, channels: list[str], speaking: str) -> N
 
 
 async def history(session_id: str, count: int) -> list[dict]:
+    """The stored history once it holds ``count`` turns, read as the service reads it
+    (``db_call``: on SQLite through the one thread the consumer writes on; from another thread the
+    in-memory test database answered "database table is locked" when a read met a write, in CI)."""
     from agents_app import sessions
 
     for _ in range(100):
-        turns = await asyncio.to_thread(sessions.history, session_id)
+        turns = await sessions.db_call(sessions.history, session_id)
         if len(turns) >= count:
             return turns
         await asyncio.sleep(0.05)

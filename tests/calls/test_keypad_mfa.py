@@ -43,7 +43,7 @@ async def remembered(session_id: str, key: str) -> object:
 
     value = None
     for _ in range(50):
-        value = (await asyncio.to_thread(sessions.load_state, session_id)).memory.get(key)
+        value = (await sessions.db_call(sessions.load_state, session_id)).memory.get(key)
         if value:
             return value
         await asyncio.sleep(0.05)

@@ -125,7 +125,7 @@ async def test_a_cascade_phone_call(fake_runtime):
     assert tracker.active_count("phone") == 0
     history = await sessions.db_call(sessions.history, call.session_id)
     assert [t["role"] for t in history][-2:] == ["user", "assistant"]
-    state = await asyncio.to_thread(sessions.load_state, call.session_id)
+    state = await sessions.db_call(sessions.load_state, call.session_id)
     assert state.transport == "phone"
 
 
