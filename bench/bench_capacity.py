@@ -457,7 +457,11 @@ def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: 
         "cpu_cores": cores,
         "machine_busy_cores": busy,
         "targets": {"refusals": 0, "server_added_p50_ms": ADDED_P50_MS, "server_added_p99_ms": ADDED_P99_MS},
-        "server": f"{args.server}, {args.workers} process(es)"
+        "server": (
+            f"two hosts ({args.server}, 1 process each) behind nginx, PostgreSQL and Redis"
+            if args.hosts == 2
+            else f"{args.server}, {args.workers} process(es)"
+        )
         + (", per-message deflate" if args.deflate else "")
         + f"; openai client -> peer process (nice {args.peer_nice}); delayed STT/TTS on the configured pools",
         "ok": not refusals(res)
