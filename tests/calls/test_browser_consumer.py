@@ -222,6 +222,38 @@ async def test_flooding_closes_1008(fake_runtime, settings):
     assert closed["code"] == 1008 and "too many messages" in closed["reason"]
 
 
+async def test_frames_that_queued_while_the_start_was_slow_are_no_flood(fake_runtime, settings, monkeypatch):
+    """A conversation's start that takes 1.5 s (200 callers starting at once): the client's frames
+    queue meanwhile and are read at once. A bucket of 20 would close the client for 30 of them;
+    the server's own delay excuses them (50 of 200 callers were closed with 1008 before)."""
+    settings.CONFIG = __import__("voiceagent.config", fromlist=["load_config"]).load_config(
+        {"BROWSER_MAX_MESSAGES_PER_SECOND": "20", "WEBSOCKET_RATE_BURST_S": "1"}  # a bucket of 20
+    )
+    made = fake_runtime.new_conversation_for
+
+    def slow_start(*args, **kwargs):
+        conversation = made(*args, **kwargs)
+        start = conversation.start
+
+        async def late() -> None:
+            await asyncio.sleep(1.5)
+            await start()
+
+        conversation.start = late
+        return conversation
+
+    monkeypatch.setattr(fake_runtime, "new_conversation_for", slow_start)
+    comm = await connect()
+    await recv(comm)
+    await comm.send_to(text_data=msg("control", action="start"))
+    for _ in range(30):  # what a client sends in 0.6 s
+        await comm.send_to(bytes_data=SILENCE)
+    await until(comm, lambda m: m["type"] == "response" and m["payload"]["final"])
+    await comm.send_to(text_data=msg("text", text="still here"))
+    await until(comm, lambda m: m["type"] == "transcript" and m["payload"]["text"] == "still here")
+    await comm.disconnect()
+
+
 async def test_connection_limit_1013(fake_runtime, settings):
     settings.CONFIG = __import__("voiceagent.config", fromlist=["load_config"]).load_config(
         {"BROWSER_MAX_CONNECTIONS": "1"}

@@ -52,6 +52,9 @@ from voiceagent.transport.websocket import LeanWebSocket
 
 PUMP_GRACE_S = 2.0  # after the conversation closed, how long its last events have to go out
 DRAIN_DEADLINE_S = 30.0  # the agent's goodbye still playing when it ends the conversation
+# a message handled in longer than this (a conversation's start under load) excuses what queued
+# meanwhile from the rate limit (MessageRateLimiter.excuse); shorter ones are every frame's cost
+SLOW_HANDLER_S = 0.05
 
 
 class Refused(Exception):
@@ -124,7 +127,10 @@ class AudioSocket(LeanWebSocket):
         if (refusal := self.over_limit(text_data, bytes_data)) is not None:
             await self.finish(*refusal)
             return
+        began = time.monotonic()
         await self.decode(text_data, bytes_data)
+        if self.limiter is not None:  # what queued while we were busy here is not the client's burst
+            self.limiter.excuse(time.monotonic() - began - SLOW_HANDLER_S)
 
     def over_limit(self, text_data: str | None, bytes_data: bytes | None) -> tuple[int, str] | None:
         """(close code, reason) when this message breaks the size or rate limit, else None."""

@@ -44,3 +44,25 @@ def test_a_flood_is_refused_once_the_bucket_is_empty():
 def test_the_bucket_holds_at_least_one_second_of_the_rate_and_one_message():
     assert MessageRateLimiter(20, burst_s=1).capacity == 20
     assert MessageRateLimiter(0.5, burst_s=1).capacity == 1
+
+
+def test_what_queued_while_the_server_handled_a_message_is_excused():
+    """A conversation's start awaited 12 s under a burst of callers: the client's 600 frames (50 a
+    second) queued and are read at once. Without the excuse the bucket (500) closed the client;
+    with it every frame passes, and a flood afterwards is still refused."""
+    clock = Clock()
+    unexcused = MessageRateLimiter(100, burst_s=5, clock=clock)
+    limiter = MessageRateLimiter(100, burst_s=5, clock=clock)
+    assert limiter.allow() and unexcused.allow()  # the start message
+    clock.now += 12.0  # handling it took 12 s
+    limiter.excuse(12.0)
+    assert not all(unexcused.allow() for _ in range(600))
+    assert all(limiter.allow() for _ in range(600))
+    for _ in range(500):  # in step again: the bucket refills, the excuse is spent
+        clock.now += 0.02
+        assert limiter.allow()
+    allowed = 0
+    while limiter.allow():  # then a flood
+        allowed += 1
+        clock.now += 0.001
+    assert allowed <= 560
