@@ -181,7 +181,7 @@ BROWSER: tuple[Var, ...] = (
         "(a stall, a busy moment) it reads a backlog at once; a bucket of this many seconds absorbs a "
         "backlog that old: a client within the rate is never closed for the server's delay, a flood at "
         "k times the rate is closed within about this / (k - 1) seconds. What queued while the server "
-        "handled one of the socket's messages for longer than 50 ms (a conversation's start under load) is "
+        "handled one of the socket's messages for longer than 250 ms (a conversation's start under load) is "
         "excused on top",
         group="browser",
     ),

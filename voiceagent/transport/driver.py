@@ -53,8 +53,9 @@ from voiceagent.transport.websocket import LeanWebSocket
 PUMP_GRACE_S = 2.0  # after the conversation closed, how long its last events have to go out
 DRAIN_DEADLINE_S = 30.0  # the agent's goodbye still playing when it ends the conversation
 # a message handled in longer than this (a conversation's start under load) excuses what queued
-# meanwhile from the rate limit (MessageRateLimiter.excuse); shorter ones are every frame's cost
-SLOW_HANDLER_S = 0.05
+# meanwhile from the rate limit (MessageRateLimiter.excuse); shorter ones, even under load, excuse
+# nothing (a flood of quick messages must still be closed)
+SLOW_HANDLER_S = 0.25
 
 
 class Refused(Exception):
