@@ -56,6 +56,7 @@ cores then count both hosts and nginx.
 from __future__ import annotations
 
 import argparse
+import atexit
 import collections
 import contextlib
 import json
@@ -324,6 +325,12 @@ def cloud(args) -> dict:
                 "BENCH_DELAYS_FILE": str(delays_file),
                 "PYTHONPATH": f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}",
             }
+            if args.database == "postgres" and args.hosts == 1:  # the README's production database
+                import postgres
+
+                database = postgres.fresh_database("bench")
+                atexit.register(postgres.drop, database)
+                extra["DATABASE_URL"] = database
             if args.recording:  # every conversation recorded (issue 32): its cost on the server
                 extra.update(RECORDING_ENABLED="true", RECORDING_DIR=str(tmp / "recordings"))
             silence = int(os.environ.get("VAD_SILENCE_TIMEOUT", "500"))
@@ -495,6 +502,13 @@ def main() -> None:
         choices=(1, 2),
         default=1,
         help="cloud: 2 = two hosts behind nginx (PostgreSQL, Redis)",
+    )
+    parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="cloud, one host: the server's database (postgres: a fresh one on TEST_POSTGRES_URL's server; "
+        "with SQLite every database call of the process queues on one thread)",
     )
     parser.add_argument(
         "--ramp-s", type=float, default=10.0, help="cloud: callers connect spread over this many seconds"
