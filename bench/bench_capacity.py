@@ -44,6 +44,7 @@ Prints one JSON line per mode, with the command that reproduces it.
 
     .venv/bin/python bench/bench_capacity.py --mode embedded [--steps 1,4,8,12,16,24,32,40] [--turns 4]
     .venv/bin/python bench/bench_capacity.py --mode cloud [--conversations 200] [--turns 4] [--vad silero]
+        [--hosts 2 | --database postgres]
 
 ``--vad`` picks the server's VAD (``VAD_PROVIDER``; webrtc unless the environment says otherwise).
 In cloud mode the callers say a voiced two-tone sound (webrtcvad takes it for speech) unless
