@@ -14,12 +14,15 @@ doubling to 5 s) for up to ``retry_for_s``; the batch is written in one transact
 never duplicates rows. What still fails after that - or at once, for an error that is not a
 connection or lock problem - is written row by row, and each row that cannot be written is logged
 at ERROR with its session id and role (never its content). ``flush()`` waits until everything
-queued is written or given up.
+queued is written or given up; ``flush(session_id)`` only until that session's rows are: a
+conversation that starts or ends must not wait for every other conversation's rows, which under load
+are never all written at once (200 callers starting together waited seconds for their greeting).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -62,25 +65,46 @@ class HistoryWriter:
         self.max_delay = max_delay
         self.min_interval_s = min_interval_s
         self.lost_total = 0
+        self.pending: collections.Counter[str] = collections.Counter()  # rows not yet written, by session
+        self._drained: dict[str, asyncio.Event] = {}  # set when a session's pending rows reach none
 
     async def put(self, item: Item) -> None:
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run(), name="history-writer")
-        await self.queue.put(item)
+        self.pending[item[1]] += 1  # counted before a full queue makes us wait: flush() waits for it
+        try:
+            await self.queue.put(item)
+        except BaseException:
+            self._done([item])
+            raise
 
-    async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything queued is written (or given up); False when ``timeout`` passed
-        first (the writer goes on with it)."""
+    async def flush(self, timeout: float | None = None, session_id: str | None = None) -> bool:
+        """Wait until everything queued is written (or given up), or with ``session_id`` that
+        session's rows only; False when ``timeout`` passed first (the writer goes on with it)."""
         if self.task is None or self.task.done():
             return True
-        if timeout is None:
-            await self.queue.join()
+        if session_id is None:
+            waiting = self.queue.join()
+        elif not self.pending[session_id]:
             return True
+        else:
+            waiting = self._drained.setdefault(session_id, asyncio.Event()).wait()
         try:
-            await asyncio.wait_for(asyncio.shield(self.queue.join()), timeout)
+            await asyncio.wait_for(asyncio.shield(waiting), timeout)
         except TimeoutError:
             return False
         return True
+
+    def _done(self, batch: list[Item]) -> None:
+        """The batch is written or given up: its sessions' waiters wake when none of theirs is left."""
+        for item in batch:
+            session_id = item[1]
+            self.pending[session_id] -= 1
+            if self.pending[session_id] <= 0:
+                del self.pending[session_id]
+                drained = self._drained.pop(session_id, None)
+                if drained is not None:
+                    drained.set()
 
     async def _run(self) -> None:
         while True:
@@ -93,6 +117,7 @@ class HistoryWriter:
             except Exception:  # a bug in the reporting itself: say so, keep the writer alive
                 logger.exception("history writer: %d row(s) in an unknown state", len(batch))
             finally:
+                self._done(batch)
                 for _ in batch:
                     self.queue.task_done()
             # Under load, rows gather while the writer rests: one transaction per interval, not per

@@ -357,12 +357,12 @@ class DjangoSessionStore:
         await history_writer().put(("handoff", state.session_id, event))
         await self.save(state)
 
-    async def flush(self) -> None:
-        """Wait until queued history is written (at most :data:`FLUSH_WAIT_S`)."""
-        await history_writer().flush(FLUSH_WAIT_S)
+    async def flush(self, session_id: str | None = None) -> None:
+        """Wait until queued history (of ``session_id``, or all) is written (at most :data:`FLUSH_WAIT_S`)."""
+        await history_writer().flush(FLUSH_WAIT_S, session_id)
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]:
-        await history_writer().flush(FLUSH_WAIT_S)  # read your own writes
+        await history_writer().flush(FLUSH_WAIT_S, session_id)  # read your own writes, not everyone's
         rows = await db_call(history, session_id, limit)
         return [
             Turn(

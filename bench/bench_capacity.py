@@ -27,7 +27,10 @@ conversations by default, ramping in over ``--ramp-s`` (10 s) and thinking 0.5-4
 8 turns. Each provider reports its own delay per utterance, so the server-added latency of a turn =
 (end of turn -> first audio at the caller) - (STT + chat first clause + TTS first chunk) of that
 very turn. Targets, over the turns that ended while all the conversations were live (steady
-state; the ramp's turns are reported apart): 0 refusals, p50 <= 5 ms, p99 <= 20 ms. Also: that time
+state; the ramp's turns are reported apart): 0 refusals, p50 <= 5 ms, p99 <= 20 ms. Also what a
+caller of the ramp waits before the agent speaks: ``connect_to_open_ms`` (the WebSocket handshake)
+and ``start_to_greeting_audio_ms`` (``control start`` sent -> the greeting's first audio; the TTS
+peer's 80-200 ms included). Also: that time
 stage by stage (monotonic stamps from the server, the peer and the callers), the loop's lag, GC
 pauses, CPU per process and ``/pools``; ``--workers N`` for N uvicorn workers, ``--py-spy OUT``;
 ``--recording``: every conversation recorded (``RECORDING_ENABLED``), the recorder's own figures
@@ -410,7 +413,9 @@ STAGES = (  # the server's own time in a turn, stage by stage: (name, from stamp
 def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: dict) -> dict:
     stt, tts, stamps = delays["stt"], delays["tts"], delays.get("stamps", {})
     if args.turns_file:
-        Path(args.turns_file).write_text(json.dumps({"turns": res.turns, "delays": delays, "chat": llm}))
+        Path(args.turns_file).write_text(
+            json.dumps({"turns": res.turns, "greetings": res.greetings, "delays": delays, "chat": llm})
+        )
     added, total, parts, unmatched = [], [], collections.defaultdict(list), 0
     ramp_added: list[float] = []  # turns that ended while callers were still connecting or leaving
     stages: dict[str, list[float]] = collections.defaultdict(list)
@@ -451,6 +456,8 @@ def cloud_figures(args, res: Results, cores, busy, problems, delays: dict, llm: 
         "server_added_ms": ms(added, 50, 99),
         "ramp_turns_server_added_ms": {"turns": len(ramp_added), **ms(ramp_added, 50, 99)},
         "end_of_turn_to_first_audio_ms": ms(total, 50, 99),
+        "connect_to_open_ms": ms([g["connect_ms"] for g in res.greetings], 50, 99),
+        "start_to_greeting_audio_ms": ms([g["ms"] for g in res.greetings], 50, 99),
         "provider_delays_ms_p50": {k: pct(v, 50) for k, v in parts.items()},
         "turns_without_measure": unmatched,
         "server_added_by_stage_ms": {name: ms(v, 50, 99) for name, v in stages.items()},

@@ -60,12 +60,14 @@ class Results:
     errors: collections.Counter = field(default_factory=collections.Counter)
     live: list[tuple[float, float]] = field(default_factory=list)  # per caller: (greeted at, done at)
     lag_ms: list[float] = field(default_factory=list)  # a sample of how late frames were sent
+    greetings: list[dict] = field(default_factory=list)  # per greeted caller: `start` sent -> first audio
 
     def merge(self, other: Results) -> None:
         self.turns += other.turns
         self.errors.update(other.errors)
         self.live += other.live
         self.lag_ms += other.lag_ms
+        self.greetings += other.greetings
 
     def all_live(self) -> tuple[float, float] | None:
         """The span (time.monotonic) when every caller was in its conversation, greeted and not yet
@@ -144,6 +146,7 @@ class _Caller(asyncio.Protocol):
         )
         self.transport: asyncio.Transport | None = None
         self.opened: asyncio.Future = done.get_loop().create_future()
+        self.connect_at = 0.0  # time.monotonic() when the connection was asked for
         self.lost: asyncio.Future = done.get_loop().create_future()  # the socket is closed
         self.frames: Iterator[bytes] | None = None
         self.next_at = 0.0
@@ -270,6 +273,12 @@ class _Caller(asyncio.Protocol):
             yield NOISE  # the greeting plays
         if listener.first_audio is None:
             res.errors["no greeting audio"] += 1
+        else:  # what a caller hears of a burst: the wait from `control start` to the greeting
+            ms = round((listener.first_audio - began) * 1000, 2)
+            connect_ms = round((began - self.connect_at) * 1000, 2)
+            res.greetings.append(
+                {"caller": self.index, "start_at": began, "ms": ms, "connect_ms": connect_ms}
+            )
         greeted = time.monotonic()
         for t in range(plan.turns):
             said, pcm = plan.utterances[(self.index + t) % len(plan.utterances)]
@@ -322,6 +331,7 @@ async def caller(plan: Plan, index: int, res: Results) -> None:
     me = _Caller(plan, index, res, done)
     await asyncio.sleep(me.rng.uniform(0, plan.spread_s))
     uri = parse_uri(plan.url)
+    me.connect_at = time.monotonic()
     try:
         await asyncio.wait_for(loop.create_connection(lambda: me, uri.host, uri.port), CONNECT_TIMEOUT_S)
         await asyncio.wait_for(me.opened, CONNECT_TIMEOUT_S)

@@ -206,7 +206,7 @@ class ConversationCore(ConversationHistory, ConversationTimers, PersonControl, a
             with contextlib.suppress(Exception):
                 await self.store.save(self.state)
             with contextlib.suppress(Exception):
-                await self.store.flush()
+                await self.store.flush(self.session_id)
         self.channel._append(StateChange(self.session_id, state="ended", agent=self._agent_name()))
         self.channel.close()
         self.log.info("conversation closed: %s", reason)

@@ -274,7 +274,7 @@ class MonitorConversation:
             with contextlib.suppress(Exception):
                 await self.store.save(self.state)
             with contextlib.suppress(Exception):
-                await self.store.flush()
+                await self.store.flush(self.session_id)
         self.channel._append(StateChange(self.session_id, state="ended", agent=PERSON_AGENT))
         self.channel.close()
         logger.info("monitor closed: %s", reason)

@@ -102,7 +102,8 @@ class SessionStore(Protocol):
 
     async def history(self, session_id: str, limit: int | None = None) -> list[Turn]: ...
 
-    async def flush(self) -> None: ...  # wait until queued history is durable
+    async def flush(self, session_id: str | None = None) -> None:
+        """Wait until queued history (of ``session_id``, or all) is durable."""
 
 
 class InMemorySessionStore:
@@ -143,5 +144,5 @@ class InMemorySessionStore:
         turns = self.turns.get(session_id, [])
         return list(turns[-limit:] if limit else turns)
 
-    async def flush(self) -> None:
+    async def flush(self, session_id: str | None = None) -> None:
         return None
