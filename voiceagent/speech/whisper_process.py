@@ -39,7 +39,7 @@ class Skipped(ProviderError):
 class QueueStats:
     """What the recogniser's queue did since the process started serving: requests by kind
     (served, skipped as stale, promoted from a pause to a final), how long the served ones waited
-    in the queue, batches and greedy decodes, the deepest it got."""
+    in the queue, batches, greedy and narrowed decodes, the deepest it got."""
 
     def __init__(self) -> None:
         self.served: Counter[str] = Counter()
@@ -47,8 +47,8 @@ class QueueStats:
         self.promoted = 0
         self.batches = 0.0
         self.batched = 0  # requests decoded in a batch of two or more
-        self.greedy = 0  # requests decoded with greedy search (a deep queue)
-        self.narrowed = 0  # requests decoded with a narrower search than the usual beam (a burst)
+        self.greedy = 0  # requests decoded with greedy search (interims)
+        self.narrowed = 0  # urgent requests decoded with a narrower search than the usual beam (a burst)
         self.depth = 0  # decodes asked for and not answered now
         self.deepest = 0
         self._waits: dict[str, deque[float]] = {k.name.lower(): deque(maxlen=4096) for k in Kind}
@@ -64,7 +64,7 @@ class QueueStats:
         self.batches += 1.0 / max(1, batch)  # a batch of n answers n times
         self.batched += batch > 1
         self.greedy += beam == 1
-        self.narrowed += beam < BEAM
+        self.narrowed += beam < BEAM and kind.urgent
 
     def snapshot(self) -> dict[str, Any]:
         waits = {}

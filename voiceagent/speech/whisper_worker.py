@@ -28,10 +28,14 @@ corpus decoded alone with the vocabulary prompt, CPU seconds of one core per utt
   gives the same text but cost 5 % more CPU per utterance in batches of 4 (16 % at 12, with no
   prompt) on this 2-core machine: tiny.en in int8 is not held back by per-call overhead, so
   :data:`MAX_BATCH` is 1 and the two cores run two single decodes.
-- Greedy search instead of beam when more urgent requests wait than :data:`GREEDY_DEPTH` per
-  worker (a burst): ~0.06 s less per utterance (0.184 -> 0.124 s at a 7.5 s window), for WER
-  0.037 -> 0.058 on 3 voices; only while callers queue for their turn's end. Finals in a burst
-  take two hypotheses at the 7.5 s window instead (:data:`BURST_WINDOW`, :data:`BURST_BEAM`).
+- A narrower search (:data:`BURST_BEAM` hypotheses, not 5) when more urgent requests wait than
+  :data:`GREEDY_DEPTH` per worker (a burst), only while callers queue for their turn's end; finals
+  in a burst also take the 7.5 s window (:data:`BURST_WINDOW`). Greedy search, used here before,
+  saved only 2 % of a 15 s window's decode against two hypotheses on the 2026-11-29 machine (0.297
+  / 0.304 s: the encoder is most of it) and misheard: espeak en-us "... a payment on my account I
+  don't recognise" + 0.2 s of line noise -> "... I don't care." (in a burst run, "I don't care
+  goodbye.", which ended the caller's conversation); two hypotheses heard it right.
+- Interims are greedy, at the 7.5 s window when they fit (0.26 -> 0.16 s), but over the agent.
 - The prompt (the previous-text slot, ``<|startofprev|>``) carries the scenario's vocabulary:
   with it in-domain WER fell by about half on voices the model hears badly.
 - Beam search (5) whose five hypotheses are rescored with the prompt's words and word pairs
@@ -74,7 +78,7 @@ SHORT_MAX_S: Final = 13.5
 # (bench_voice_latency on the same, noisy machine: p50 489 ms at 7.5 s with the loop at 48 ms, 592 ms
 # at 15 s with it at 63 ms - no difference once the machine's speed is allowed for).
 WINDOWS: Final = (SHORT_WINDOW,)
-# frames (7.5 s): a final decoded while a burst queues (search already greedy) uses this shorter
+# frames (7.5 s): a final decoded while a burst queues (search already narrowed) uses this shorter
 # window when the utterance leaves WINDOW_MARGIN_S of padding in it: a third less encoder CPU, so
 # twelve callers who stop at once on two cores all hear back within ~1.5 s. The confidence shift
 # that kept it out of everyday decoding (above) matters less here: a final's words are what the
@@ -93,7 +97,7 @@ NO_SPEECH: Final = 0.6
 LOW_LOGPROB: Final = -1.0  # mean log-probability per token below which the words are a guess
 BEAM: Final = 5
 MAX_BATCH: Final = 1  # utterances decoded in one generate call (see the module's notes)
-GREEDY_DEPTH: Final = 2  # urgent requests waiting per worker beyond which search is greedy
+GREEDY_DEPTH: Final = 2  # urgent requests waiting per worker beyond which the search is narrowed
 # seconds a caller's decode has waited in the queue beyond which it is narrowed like a burst's: the
 # tail of a burst (the queue short again by then) is the callers who waited longest
 LATE_S: Final = 0.3
@@ -285,22 +289,28 @@ def decode_choice(
     there when more callers wait for their turn (``waiting``: urgent decodes, this one included)
     than a round of the workers can serve (:data:`GREEDY_DEPTH`), or when it has waited
     :data:`LATE_S` already (the tail of a burst). Pause hypotheses and speech ``over_agent`` keep
-    the window and search their confidence is calibrated at, but for greedy search in a deep queue
-    (as every urgent decode had before). ``frames`` 0: the request's own window."""
-    if not kind.urgent:
-        return BEAM, 0
-    deep = waiting > GREEDY_DEPTH * workers
+    the window their confidence is calibrated at, with :data:`BURST_BEAM` hypotheses in a deep
+    queue (greedy search misheard, for 2 % less CPU: see the module's notes). An interim is
+    greedy, at :data:`BURST_WINDOW` when it fits (0.26 -> 0.16 CPU s per decode on the 2026-11-29
+    machine: the encoder's window is most of the cost): nothing decides on its confidence, the
+    pause's decode replaces its words, and a worker still busy with one when a burst's finals come
+    holds them back; but over the agent (its words decide a barge-in) it keeps the everyday window
+    and search. ``frames`` 0: the
+    request's own window."""
     fits = seconds + WINDOW_MARGIN_S <= BURST_WINDOW / 100
+    if not kind.urgent:  # an interim: shown, and replaced by the pause's or final's own decode
+        return (BEAM, 0) if over_agent else ((1, BURST_WINDOW) if fits else (1, 0))
+    deep = waiting > GREEDY_DEPTH * workers
     if kind is Kind.FINAL and not over_agent and fits and (deep or waited_s >= LATE_S):
         return BURST_BEAM, BURST_WINDOW
-    return (1, 0) if deep else (BEAM, 0)
+    return (BURST_BEAM, 0) if deep else (BEAM, 0)
 
 
 def _decode_loop(
     recognizer: Recognizer, queue: DecodeQueue, send: Callable[[str], None], workers: int
 ) -> None:
     """One worker: take the most wanted batch, decode it in one call, answer each request. Beam
-    search while the queue is short; greedy when more callers wait than a round of the workers
+    search while the queue is short; narrower when more callers wait than a round of the workers
     can serve (:func:`decode_choice`)."""
     while batch := queue.take(MAX_BATCH):
         began = time.monotonic()

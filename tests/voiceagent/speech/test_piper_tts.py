@@ -119,18 +119,18 @@ async def test_a_barge_in_stops_the_synthesis_and_frees_its_slot():
 
 
 def test_synthesis_gives_way_to_recognition_when_they_compete_for_a_core():
-    """Synthesis threads run SYNTHESIS_NICENESS nicer than the process (Linux: per thread), so a
+    """Synthesis threads run NICENESS nicer than the process (Linux: per thread), so a
     burst of callers' transcripts is decoded before the answers of those already heard are voiced."""
     import os
     import threading
 
-    from voiceagent.speech.piper_tts import SYNTHESIS_NICENESS
+    from voiceagent.speech.priority import NICENESS
 
     tts = PiperTTS(pool_size=1)
     try:
         here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         there = tts._executor.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        assert SYNTHESIS_NICENESS > 0 and there.result(timeout=10) == min(19, here + SYNTHESIS_NICENESS)
+        assert NICENESS > 0 and there.result(timeout=10) == min(19, here + NICENESS)
         assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == here  # the caller's unchanged
     finally:
         tts._executor.shutdown()

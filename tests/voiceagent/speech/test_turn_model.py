@@ -93,6 +93,28 @@ async def test_predict_answers_on_the_loop_from_the_models_own_thread(model, sen
     assert model.calls >= 1 and model.cpu_s > 0
 
 
+async def test_the_model_gives_way_to_recognition_when_they_compete_for_a_core(model, sentence):
+    """Its thread runs NICENESS nicer than the process (Linux: per thread): in a burst the words,
+    which its answer waits for anyway, are decoded first."""
+    import os
+
+    from voiceagent.speech.priority import NICENESS
+
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future = loop.create_future()
+    niceness: list[int] = []
+
+    def wanted() -> bool:  # asked in the model's thread, just before scoring
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return True
+
+    here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert model.predict(_with_pause(sentence), answered.set_result, wanted)
+    await asyncio.wait_for(answered, 30)
+    assert NICENESS > 0 and niceness == [min(19, here + NICENESS)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == here  # the loop's unchanged
+
+
 async def test_a_full_queue_refuses_and_a_stale_request_is_skipped(sentence):
     small = SmartTurnModel(queue_size=1)
     gate, started = threading.Event(), threading.Event()
