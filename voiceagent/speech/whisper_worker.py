@@ -34,7 +34,8 @@ corpus decoded alone with the vocabulary prompt, CPU seconds of one core per utt
   saved only 2 % of a 15 s window's decode against two hypotheses on the 2026-11-29 machine (0.297
   / 0.304 s: the encoder is most of it) and misheard: espeak en-us "... a payment on my account I
   don't recognise" + 0.2 s of line noise -> "... I don't care." (in a burst run, "I don't care
-  goodbye.", which ended the caller's conversation); two hypotheses heard it right.
+  goodbye.", which ended the caller's conversation); two hypotheses heard it right. Speech over
+  the agent stays greedy in a deep queue (its barge-in rules were tuned on that).
 - Interims are greedy, at the 7.5 s window when they fit (0.26 -> 0.16 s), but over the agent.
 - The prompt (the previous-text slot, ``<|startofprev|>``) carries the scenario's vocabulary:
   with it in-domain WER fell by about half on voices the model hears badly.
@@ -289,8 +290,10 @@ def decode_choice(
     there when more callers wait for their turn (``waiting``: urgent decodes, this one included)
     than a round of the workers can serve (:data:`GREEDY_DEPTH`), or when it has waited
     :data:`LATE_S` already (the tail of a burst). Pause hypotheses and speech ``over_agent`` keep
-    the window their confidence is calibrated at, with :data:`BURST_BEAM` hypotheses in a deep
-    queue (greedy search misheard, for 2 % less CPU: see the module's notes). An interim is
+    the window their confidence is calibrated at, in a deep queue with :data:`BURST_BEAM`
+    hypotheses (greedy search misheard, for 2 % less CPU: see the module's notes), but speech over
+    the agent greedy as before (its barge-in rules were tuned on that; two hypotheses rescored
+    with the vocabulary may favour a looping run of number words). An interim is
     greedy, at :data:`BURST_WINDOW` when it fits (0.26 -> 0.16 CPU s per decode on the 2026-11-29
     machine: the encoder's window is most of the cost): nothing decides on its confidence, the
     pause's decode replaces its words, and a worker still busy with one when a burst's finals come
@@ -303,7 +306,9 @@ def decode_choice(
     deep = waiting > GREEDY_DEPTH * workers
     if kind is Kind.FINAL and not over_agent and fits and (deep or waited_s >= LATE_S):
         return BURST_BEAM, BURST_WINDOW
-    return (BURST_BEAM, 0) if deep else (BEAM, 0)
+    if not deep:
+        return BEAM, 0
+    return (1, 0) if over_agent else (BURST_BEAM, 0)
 
 
 def _decode_loop(
