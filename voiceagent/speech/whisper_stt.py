@@ -179,7 +179,9 @@ class WhisperStream:
 
     async def _decode_interim(self, audio: bytes) -> None:
         try:
-            decoded = await self._provider.decode(audio, kind=Kind.INTERIM, utterance=self._utterance)
+            decoded = await self._provider.decode(  # over the agent its words may decide a barge-in
+                audio, kind=Kind.INTERIM, utterance=self._utterance, over_agent=self._over_agent
+            )
             text = decoded.text
             if text and not self._closing and self._on_interim is not None:
                 self._on_interim(text)

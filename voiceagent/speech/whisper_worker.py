@@ -103,6 +103,8 @@ GREEDY_DEPTH: Final = 2  # urgent requests waiting per worker beyond which the s
 # tail of a burst (the queue short again by then) is the callers who waited longest
 LATE_S: Final = 0.3
 DOMAIN_WEIGHT: Final = 0.3  # of domain_score (0..2) against Whisper's mean token log-probability
+# words a second of audio (silence included) can hold: past it a hypothesis is the decoder looping
+MAX_WORDS_PER_S: Final = 5.0
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
 
 
@@ -136,15 +138,25 @@ def domain_score(
 
 
 def pick_hypothesis(
-    texts: list[str], scores: list[float], vocabulary: tuple[frozenset[str], frozenset[tuple[str, str]]]
+    texts: list[str],
+    scores: list[float],
+    vocabulary: tuple[frozenset[str], frozenset[tuple[str, str]]],
+    seconds: float = 0.0,
 ) -> int:
     """The index of the beam hypothesis to keep: Whisper's mean log-probability plus
-    :data:`DOMAIN_WEIGHT` times its :func:`domain_score` against the others' longest."""
-    longest = max((len(_words(t)) for t in texts), default=0)
-    return max(
-        range(len(texts)),
-        key=lambda i: scores[i] + DOMAIN_WEIGHT * domain_score(texts[i], vocabulary, longest),
-    )
+    :data:`DOMAIN_WEIGHT` times its :func:`domain_score` against the others' longest. With the
+    audio's ``seconds``, a hypothesis of more words than that can hold
+    (:data:`MAX_WORDS_PER_S`: the decoder looping, "three four three four ...") gets no domain
+    share, however many scenario words it repeats, and does not set the others' denominator."""
+    counts = [len(_words(t)) for t in texts]
+    bound = MAX_WORDS_PER_S * seconds + 2 if seconds > 0 else float("inf")
+    longest = max((n for n in counts if n <= bound), default=0)
+
+    def score(i: int) -> float:
+        share = domain_score(texts[i], vocabulary, longest) if counts[i] <= bound else 0.0
+        return scores[i] + DOMAIN_WEIGHT * share
+
+    return max(range(len(texts)), key=score)
 
 
 def window_for(seconds: float) -> int:
@@ -225,18 +237,18 @@ class Recognizer:
             suppress_blank=True,
         )
         return [
-            self._choose(result, prompt, 10 + int(8 * min(s, 30.0)))
+            self._choose(result, prompt, 10 + int(8 * min(s, 30.0)), s)
             for (_, prompt), s, result in zip(items, seconds, results, strict=True)
         ]
 
-    def _choose(self, result: Any, prompt: str, max_tokens: int) -> tuple[str, float]:
+    def _choose(self, result: Any, prompt: str, max_tokens: int, seconds: float) -> tuple[str, float]:
         """The hypothesis the domain rescoring picks; each cut at this utterance's own token bound
         (a batch's bound is its longest utterance's)."""
         # Whisper's own silence rule: the model says "no speech" and is unsure of its words
         if result.no_speech_prob > NO_SPEECH and result.scores[0] < LOW_LOGPROB:
             return "", result.scores[0]
         texts = [self.tokenizer.decode(seq[:max_tokens]).strip() for seq in result.sequences_ids]
-        best = pick_hypothesis(texts, list(result.scores), domain_vocabulary(prompt))
+        best = pick_hypothesis(texts, list(result.scores), domain_vocabulary(prompt), seconds)
         return collapse_repeats(texts[best]), result.scores[best]
 
 

@@ -43,6 +43,20 @@ def test_the_domain_rescoring_never_prefers_a_hypothesis_for_a_word_it_left_out(
     assert pick_hypothesis(["my card won't go then", "my card was stolen"], [-0.30, -0.33], vocabulary) == 1
 
 
+def test_a_looping_hypothesis_gets_no_domain_share_for_the_scenario_words_it_repeats():
+    # an echoed interruption at 8 kHz came back as "Three four three four ..." (26 words of 2.5 s):
+    # every word and pair is in the vocabulary, so rescoring favoured the decoder's loop
+    vocabulary = domain_vocabulary(build_prompt(DIALOG_DIR))
+    loop = " ".join(["three four"] * 13)
+    said = "No, that's wrong, my card was stolen."
+    assert pick_hypothesis([loop, said], [-0.40, -0.50], vocabulary) == 0  # without the audio's length
+    assert pick_hypothesis([loop, said], [-0.40, -0.50], vocabulary, seconds=2.5) == 1
+    assert pick_hypothesis([said, loop], [-0.50, -0.40], vocabulary, seconds=2.5) == 0
+    # a plausible hypothesis keeps its share: the near-tie rule is unchanged
+    pair = ["my card won't go then", "my card was stolen"]
+    assert pick_hypothesis(pair, [-0.30, -0.33], vocabulary, seconds=2.0) == 1
+
+
 LINES = (
     ("my card was stolen", "en-gb+f3", 160),
     ("what is the balance on my account", "en-us", 140),
