@@ -47,8 +47,8 @@ class QueueStats:
         self.promoted = 0
         self.batches = 0.0
         self.batched = 0  # requests decoded in a batch of two or more
-        self.greedy = 0  # requests decoded with greedy search (interims)
-        self.narrowed = 0  # urgent requests decoded with a narrower search than the usual beam (a burst)
+        self.greedy = 0  # requests decoded with greedy search (speech over the agent in a burst)
+        self.narrowed = 0  # requests decoded with a narrower search than the usual beam (a burst, interims)
         self.depth = 0  # decodes asked for and not answered now
         self.deepest = 0
         self._waits: dict[str, deque[float]] = {k.name.lower(): deque(maxlen=4096) for k in Kind}
@@ -64,7 +64,7 @@ class QueueStats:
         self.batches += 1.0 / max(1, batch)  # a batch of n answers n times
         self.batched += batch > 1
         self.greedy += beam == 1
-        self.narrowed += beam < BEAM and kind.urgent
+        self.narrowed += beam < BEAM
 
     def snapshot(self) -> dict[str, Any]:
         waits = {}

@@ -36,7 +36,9 @@ corpus decoded alone with the vocabulary prompt, CPU seconds of one core per utt
   don't recognise" + 0.2 s of line noise -> "... I don't care." (in a burst run, "I don't care
   goodbye.", which ended the caller's conversation); two hypotheses heard it right. Speech over
   the agent stays greedy in a deep queue (its barge-in rules were tuned on that).
-- Interims are greedy, at the 7.5 s window when they fit (0.26 -> 0.16 s), but over the agent.
+- Interims take two hypotheses at the 7.5 s window when they fit (0.26 -> 0.165 s; greedy search
+  there cost the same and wrote a looping tail: "Can I talk to a real person? Can I talk"), but
+  over the agent, where their words decide a barge-in.
 - The prompt (the previous-text slot, ``<|startofprev|>``) carries the scenario's vocabulary:
   with it in-domain WER fell by about half on voices the model hears badly.
 - Beam search (5) whose five hypotheses are rescored with the prompt's words and word pairs
@@ -305,16 +307,17 @@ def decode_choice(
     the window their confidence is calibrated at, in a deep queue with :data:`BURST_BEAM`
     hypotheses (greedy search misheard, for 2 % less CPU: see the module's notes), but speech over
     the agent greedy as before (its barge-in rules were tuned on that; two hypotheses rescored
-    with the vocabulary may favour a looping run of number words). An interim is
-    greedy, at :data:`BURST_WINDOW` when it fits (0.26 -> 0.16 CPU s per decode on the 2026-11-29
-    machine: the encoder's window is most of the cost): nothing decides on its confidence, the
-    pause's decode replaces its words, and a worker still busy with one when a burst's finals come
-    holds them back; but over the agent (its words decide a barge-in) it keeps the everyday window
-    and search. ``frames`` 0: the
+    with the vocabulary may favour a looping run of number words). An interim gets
+    :data:`BURST_BEAM` hypotheses at :data:`BURST_WINDOW` when it fits (0.26 -> 0.165 CPU s per
+    decode on the 2026-11-29 machine: the encoder's window is most of the cost; greedy search there
+    costs the same and loops: "Can I talk to a real person? Can I talk"): nothing decides on its
+    confidence, the pause's decode replaces its words, and a worker still busy with one when a
+    burst's finals come holds them back; but over the agent (its words decide a barge-in) it keeps
+    the everyday window and search. ``frames`` 0: the
     request's own window."""
     fits = seconds + WINDOW_MARGIN_S <= BURST_WINDOW / 100
     if not kind.urgent:  # an interim: shown, and replaced by the pause's or final's own decode
-        return (BEAM, 0) if over_agent else ((1, BURST_WINDOW) if fits else (1, 0))
+        return (BEAM, 0) if over_agent else ((BURST_BEAM, BURST_WINDOW) if fits else (BURST_BEAM, 0))
     deep = waiting > GREEDY_DEPTH * workers
     if kind is Kind.FINAL and not over_agent and fits and (deep or waited_s >= LATE_S):
         return BURST_BEAM, BURST_WINDOW

@@ -138,21 +138,21 @@ async def test_interims_leave_the_last_worker_to_the_decodes_a_turn_waits_for(st
         return heard
 
     assert await interims(watch=False) == []
-    greedy = stt._recognizer.stats.greedy
+    narrowed = stt._recognizer.stats.narrowed
     over_agent = await interims(watch=True)
     assert over_agent and "card" in over_agent[0].lower(), over_agent
-    # and with the search and window its barge-in rules were tuned on, not an interim's greedy one
-    assert stt._recognizer.stats.greedy == greedy
+    # and with the search and window its barge-in rules were tuned on, not an interim's narrow one
+    assert stt._recognizer.stats.narrowed == narrowed
     for stream in busy:
         await stream.cancel()
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_an_interim_only_shown_is_decoded_greedy(stt):
+async def test_an_interim_only_shown_is_decoded_with_a_narrow_search(stt):
     """Interims while the agent is quiet are only shown (the pause's decode replaces them): the
     cheap decode; over the agent they decide a barge-in and keep the beam (test above)."""
     await stt.warm()
-    greedy, heard = stt._recognizer.stats.greedy, []
+    narrowed, heard = stt._recognizer.stats.narrowed, []
     caller = await stt.open("en-US", heard.append)
     speech = espeak_16k("my card was stolen yesterday", "en-us+f3", 150)
     for i in range(0, len(speech), 640):
@@ -160,7 +160,7 @@ async def test_an_interim_only_shown_is_decoded_greedy(stt):
     while not heard and caller._interim is not None:
         await asyncio.sleep(0.01)
     await caller.cancel()
-    assert heard and stt._recognizer.stats.greedy > greedy, heard
+    assert heard and stt._recognizer.stats.narrowed > narrowed, heard
 
 
 @pytest.mark.asyncio(loop_scope="module")

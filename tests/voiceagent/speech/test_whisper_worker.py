@@ -87,10 +87,10 @@ def test_a_burst_of_finals_is_decoded_greedy_at_the_short_window_and_a_quiet_que
     # the pause hypothesis keeps the window its confidence is calibrated at; a long final too
     assert decode_choice(Kind.PAUSE, 2.0, waiting=12, workers=2) == (BURST_BEAM, 0)
     assert decode_choice(Kind.FINAL, 6.0, waiting=12, workers=2) == (BURST_BEAM, 0)
-    # an interim is only shown (the pause's decode replaces it): greedy, at the short window when it
-    # fits; over the agent its words decide a barge-in, so it keeps the everyday search
-    assert decode_choice(Kind.INTERIM, 2.0, waiting=0, workers=2) == (1, BURST_WINDOW)
-    assert decode_choice(Kind.INTERIM, 6.0, waiting=0, workers=2) == (1, 0)
+    # an interim is only shown (the pause's decode replaces it): a narrow search, at the short window
+    # when it fits; over the agent its words decide a barge-in, so it keeps the everyday search
+    assert decode_choice(Kind.INTERIM, 2.0, waiting=0, workers=2) == (BURST_BEAM, BURST_WINDOW)
+    assert decode_choice(Kind.INTERIM, 6.0, waiting=0, workers=2) == (BURST_BEAM, 0)
     assert decode_choice(Kind.INTERIM, 2.0, waiting=0, workers=2, over_agent=True) == (BEAM, 0)
     # speech over the agent keeps the window its guesses are calibrated at (babble stays a guess),
     # and a late pause hypothesis or speech over the agent keeps its search in a short queue
