@@ -313,11 +313,10 @@ def decode_choice(
     costs the same and loops: "Can I talk to a real person? Can I talk"): nothing decides on its
     confidence, the pause's decode replaces its words, and a worker still busy with one when a
     burst's finals come holds them back; but over the agent (its words decide a barge-in) it keeps
-    the everyday window and search. ``frames`` 0: the
-    request's own window."""
+    the everyday window and search. ``frames`` 0: the request's own window."""
     fits = seconds + WINDOW_MARGIN_S <= BURST_WINDOW / 100
     if not kind.urgent:  # an interim: shown, and replaced by the pause's or final's own decode
-        return (BEAM, 0) if over_agent else ((BURST_BEAM, BURST_WINDOW) if fits else (BURST_BEAM, 0))
+        return (BEAM, 0) if over_agent else (BURST_BEAM, BURST_WINDOW if fits else 0)
     deep = waiting > GREEDY_DEPTH * workers
     if kind is Kind.FINAL and not over_agent and fits and (deep or waited_s >= LATE_S):
         return BURST_BEAM, BURST_WINDOW
