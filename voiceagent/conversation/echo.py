@@ -105,6 +105,14 @@ class EchoReference:
             queued.pop()
         self._gain_db = 0.0  # what plays next (a resumed or new answer) is at full level
 
+    def forget(self) -> None:
+        """The client has played every agent frame already, at once (a test or text client, with
+        no loudspeaker on the playback clock): none of it comes back, now or later. What the line
+        has shown of its return loss is kept."""
+        self._queued.clear()
+        self._played.clear()
+        self._gain_db = 0.0
+
     def level(self, now: float) -> float:
         """The loudest agent frame that played in ``[now - window_s, now]``; -100 when none did."""
         queued, played = self._queued, self._played

@@ -216,10 +216,13 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
 
     def played_out(self) -> None:
         """As the core's, and what was said is committed now (a held answer waits for the
-        caller's words, not for playback)."""
+        caller's words, not for playback). The echo gate forgets the agent's audio: a client that
+        plays it the moment it arrives sends no echo of it on the playback clock, and the caller's
+        quieter syllables would otherwise be taken for the agent's voice (a word cut off a turn)."""
         if self._loop is None or self._held is not None:
             return
         super().played_out()
+        self._echo.forget()
         if self._pending is not None:
             self._commit_pending(self._pending[0])
 

@@ -443,3 +443,19 @@ async def test_closing_cancels_a_speaker_still_waiting_for_its_synthesis():
     await asyncio.sleep(0)
     assert speaker.task.done()
     await asyncio.wait_for(start, 5)
+
+
+async def test_a_client_that_played_everything_leaves_no_echo_to_hide_the_callers_words():
+    """A client that says it has played all the agent's audio (``control played``, the instant test
+    client) hears no more of it, so no echo of it can come back: the caller's words right after are
+    the caller's, even 12 dB below the agent's loudest. The echo gate kept expecting the rest of the
+    greeting on the playback clock and took them for its echo: the engine-target eval heard "Can I
+    talk to a real person?" as "Can I talk to a real" (its quieter last word gated away)."""
+    loud = InstantTTS(ms_per_word=1000, chunk_ms=20, level=30000)  # 3 s of greeting at ~ -3 dBFS
+    async with Harness(script=["Sure."], texts=["a real person"], tts=loud) as h:
+        await h.until(lambda h: h.conv._pending is not None)  # the whole greeting is queued to play
+        assert h.conv.loop_time() < h.conv.playback_end - 1.0
+        h.conv.played_out()
+        h.speak(speech_frames=15)  # TONE: ~ -15 dBFS
+        await h.until(lambda h: h.of("Transcript"))
+    assert "Transcript(final:a real person)" in h.kinds()
