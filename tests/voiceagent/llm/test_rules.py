@@ -446,6 +446,18 @@ async def test_human_and_general_questions(chat, definitions, registry):
     assert "position" in t.text and "minutes" in t.text
 
 
+@pytest.mark.parametrize("scenario", ["banking", "default"])
+async def test_a_goodbye_inside_a_request_does_not_end_the_call(chat, definitions, registry, scenario):
+    """Whisper on a loaded machine heard "... a payment on my account I don't recognise" as "... I
+    don't care goodbye", and the call ended. A farewell ends it on its own or among closing words
+    only."""
+    walk = EngineLikeWalk(chat, definitions, registry, scenario, {}, f"walk-bye-{scenario}")
+    t = await walk.say("theres a payment on my account i dont care goodbye")
+    assert "end_conversation" not in t.tools and not walk.memory.get("conversation_ended")
+    t = await walk.say("alright goodbye then")
+    assert t.tools == ["end_conversation"] and walk.memory["conversation_ended"] is True
+
+
 # --------------------------------------------------------------------------------------------------
 # Default scenario
 # --------------------------------------------------------------------------------------------------
