@@ -114,6 +114,12 @@ SIGNATURE_PARAMETER = OpenApiParameter(
 )
 
 
+def signed_errors(*more: int) -> dict[int, type[CallErrorSerializer]]:
+    """The error answers of a signed webhook (malformed form, bad signature, not a form) and
+    ``more``, all ``{"detail"}``: one table for the schema of each view."""
+    return dict.fromkeys((400, 403, 415, *more), CallErrorSerializer)
+
+
 # --- helpers ------------------------------------------------------------------------------------------
 def _signed_form(request) -> dict[str, str]:
     """The form's fields once its signature holds (403 otherwise), and the account is ours."""
@@ -218,10 +224,7 @@ class TwilioVoiceView(APIView):
             (200, "text/xml"): OpenApiResponse(
                 OpenApiTypes.STR, description="TwiML <Response><Connect><Stream url=...>"
             ),
-            400: CallErrorSerializer,
-            403: CallErrorSerializer,
-            415: CallErrorSerializer,
-            503: CallErrorSerializer,
+            **signed_errors(503),
         },
         auth=[],
         tags=TAGS,
@@ -253,9 +256,7 @@ class TwilioStatusView(APIView):
         parameters=[SIGNATURE_PARAMETER],
         responses={
             200: TwilioStatusResponseSerializer,
-            400: CallErrorSerializer,
-            403: CallErrorSerializer,
-            415: CallErrorSerializer,
+            **signed_errors(),
         },
         auth=[],
         tags=TAGS,
@@ -297,10 +298,7 @@ class TwilioDialView(APIView):
                 description="TwiML: <Hangup/> after the person's call, else <Connect><Stream> "
                 "back to the agent",
             ),
-            400: CallErrorSerializer,
-            403: CallErrorSerializer,
-            415: CallErrorSerializer,
-            503: CallErrorSerializer,
+            **signed_errors(503),
         },
         auth=[],
         tags=TAGS,
