@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 import uuid
 from typing import Any
@@ -80,7 +79,7 @@ class AudioHookTarget(RemoteTarget):
             subprotocols=["audiohook-v2"],
             additional_headers=headers,
         )
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self.start_reading()
         inputs = {str(k): str(v) for k, v in (variables or {}).items()}
         await self._send(
             "open",
@@ -145,24 +144,21 @@ class AudioHookTarget(RemoteTarget):
                 f"no {'/'.join(kinds)} from the bridge within {CONNECT_TIMEOUT_S:g} s"
             ) from None
 
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                if isinstance(raw, bytes):
-                    self.heard_audio(len(raw) / 8000)  # mu-law: one byte per sample
-                    continue
-                message = json.loads(raw)
-                self.server_seq = max(self.server_seq, int(message.get("seq") or 0))
-                self.wire.append(message)
-                self._wire_changed.set()
-                if message.get("type") == "disconnect":  # the agent (or an error) ended it: close
-                    params = message.get("parameters") or {}
-                    self.lost(f"disconnect {params.get('reason')}: {params.get('info')}")
-                    with contextlib.suppress(TargetError):
-                        await self._send("close", {"reason": "disconnected"})
-        except ConnectionClosed:
-            pass
-        self.lost(f"closed {self.ws.close_code} {self.ws.close_reason or ''}".strip())
+    def on_binary(self, data: bytes) -> None:
+        self.heard_audio(len(data) / 8000)  # mu-law: one byte per sample
+
+    async def on_text(self, message: dict[str, Any]) -> None:
+        self.server_seq = max(self.server_seq, int(message.get("seq") or 0))
+        self.wire.append(message)
+        self._wire_changed.set()
+        if message.get("type") == "disconnect":  # the agent (or an error) ended it: close
+            params = message.get("parameters") or {}
+            self.lost(f"disconnect {params.get('reason')}: {params.get('info')}")
+            with contextlib.suppress(TargetError):
+                await self._send("close", {"reason": "disconnected"})
+
+    def lost(self, why: str) -> None:
+        super().lost(why)
         self._wire_changed.set()
 
     async def send_turn(self, turn: CallerTurn) -> float:

@@ -209,6 +209,28 @@ class RemoteTarget:
         except TimeoutError:
             raise TargetError(f"the {wire} said nothing within {CONNECT_TIMEOUT_S:g} s") from None
 
+    def start_reading(self) -> None:
+        """The conversation's socket is open: its messages go to :meth:`on_text` and
+        :meth:`on_binary` from now on."""
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def on_text(self, message: dict[str, Any]) -> None:
+        """A JSON message of the service's, parsed (each wire its own)."""
+
+    def on_binary(self, data: bytes) -> None:
+        """A binary frame of the service's (only AudioHook sends any: audio)."""
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.ws:
+                if isinstance(raw, str):
+                    await self.on_text(json.loads(raw))
+                else:
+                    self.on_binary(raw)
+        except ConnectionClosed:
+            pass
+        self.lost(f"closed {self.ws.close_code} {self.ws.close_reason or ''}".strip())
+
     def lost(self, why: str) -> None:
         """The conversation's socket closed."""
         if self.closed is None:

@@ -18,12 +18,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import time
 from typing import Any
 from urllib.parse import quote
-
-from websockets.exceptions import ConnectionClosed
 
 from agents_app.evals.observe import CallerTurn
 from agents_app.evals.remote import speech
@@ -74,7 +71,7 @@ class BrowserTarget(RemoteTarget):
             f"{self.ws_base}/browser/conversation?{query}",
             "browser socket",
         )
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self.start_reading()
         await self.until_started(
             lambda: any(event_name(m) == "session_started" for m in self.messages), "browser socket"
         )
@@ -85,21 +82,13 @@ class BrowserTarget(RemoteTarget):
         await self.finish_open()
         return self.session_id
 
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                if not isinstance(raw, str):
-                    continue
-                message = json.loads(raw)
-                if message.get("type") == "audio":
-                    payload = message.get("payload") or {}
-                    samples = len(base64.b64decode(payload.get("data") or "")) / 2
-                    self.heard_audio(samples / (payload.get("sample_rate") or 24000))
-                elif message.get("type") != "audio_levels":
-                    self.received(message)
-        except ConnectionClosed:
-            pass
-        self.lost(f"closed {self.ws.close_code} {self.ws.close_reason or ''}".strip())
+    async def on_text(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "audio":
+            payload = message.get("payload") or {}
+            samples = len(base64.b64decode(payload.get("data") or "")) / 2
+            self.heard_audio(samples / (payload.get("sample_rate") or 24000))
+        elif message.get("type") != "audio_levels":
+            self.received(message)
 
     async def _send(self, message: dict[str, Any]) -> None:
         await self.send_json(message, "browser socket")

@@ -22,14 +22,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import time
 import uuid
 from typing import Any
 from urllib.parse import quote
 
 import httpx
-from websockets.exceptions import ConnectionClosed
 
 from agents_app.evals.observe import CallerTurn
 from agents_app.evals.remote import speech
@@ -116,7 +114,7 @@ class PhoneTarget(RemoteTarget):
             "media stream",
             additional_headers=headers,
         )
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self.start_reading()
         await self._send(
             {
                 "kind": "AudioMetadata",
@@ -166,27 +164,19 @@ class PhoneTarget(RemoteTarget):
             known = _TELEPHONY[self.http_base] = telephony.get("status", "not_configured") != "not_configured"
         return known
 
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                if not isinstance(raw, str):
-                    continue
-                message = json.loads(raw)
-                kind = message.get("kind")
-                if kind == "AudioData":
-                    data = (message.get("audioData") or {}).get("data") or ""
-                    self.heard_audio(len(base64.b64decode(data)) / 2 / RATE)
-                elif kind == "StopAudio":
-                    self.playing_until = time.monotonic()  # the provider flushes what it holds
-                elif (mapped := envelope_of(message)) is not None:
-                    if event_name(mapped) == "session_started" and not self.session_id:
-                        self.session_id = mapped["payload"].get("session_id") or ""
-                        if self.dashboard is not None:
-                            self.dashboard.follow(self.session_id)
-                    self.received(mapped)
-        except ConnectionClosed:
-            pass
-        self.lost(f"closed {self.ws.close_code} {self.ws.close_reason or ''}".strip())
+    async def on_text(self, message: dict[str, Any]) -> None:
+        kind = message.get("kind")
+        if kind == "AudioData":
+            data = (message.get("audioData") or {}).get("data") or ""
+            self.heard_audio(len(base64.b64decode(data)) / 2 / RATE)
+        elif kind == "StopAudio":
+            self.playing_until = time.monotonic()  # the provider flushes what it holds
+        elif (mapped := envelope_of(message)) is not None:
+            if event_name(mapped) == "session_started" and not self.session_id:
+                self.session_id = mapped["payload"].get("session_id") or ""
+                if self.dashboard is not None:
+                    self.dashboard.follow(self.session_id)
+            self.received(mapped)
 
     async def _frame(self, pcm: bytes) -> None:
         await self.ws.send(

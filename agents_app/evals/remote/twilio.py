@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -28,7 +27,6 @@ from urllib.parse import quote, urlsplit
 import httpx
 from django.conf import settings
 from twilio.request_validator import RequestValidator
-from websockets.exceptions import ConnectionClosed
 
 from agents_app.evals.observe import CallerTurn
 from agents_app.evals.remote import speech
@@ -93,7 +91,7 @@ class TwilioTarget(RemoteTarget):
             "Twilio stream",
             additional_headers={"X-Twilio-Signature": self._validator.compute_signature(public, {})},
         )
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self.start_reading()
         await self._send({"event": "connected", "protocol": "Call", "version": "1.0.0"})
         start = {
             "accountSid": self.account_sid,
@@ -140,29 +138,19 @@ class TwilioTarget(RemoteTarget):
             p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")
         }
 
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                if not isinstance(raw, str):
-                    continue
-                message = json.loads(raw)
-                event = message.get("event")
-                if event == "media":
-                    payload = (message.get("media") or {}).get("payload") or ""
-                    self.heard_audio(len(base64.b64decode(payload)) / RATE)
-                elif event == "clear":
-                    self.playing_until = time.monotonic()  # Twilio drops what it buffered
-                elif event == "mark":
-                    await self._send(
-                        {"event": "mark", "streamSid": self.stream_sid, "mark": message.get("mark")}
-                    )
-                elif (mapped := envelope_of(message)) is not None:
-                    if event_name(mapped) == "session_started" and self.dashboard is not None:
-                        self.dashboard.follow(self.session_id)
-                    self.received(mapped)
-        except ConnectionClosed:
-            pass
-        self.lost(f"closed {self.ws.close_code} {self.ws.close_reason or ''}".strip())
+    async def on_text(self, message: dict[str, Any]) -> None:
+        event = message.get("event")
+        if event == "media":
+            payload = (message.get("media") or {}).get("payload") or ""
+            self.heard_audio(len(base64.b64decode(payload)) / RATE)
+        elif event == "clear":
+            self.playing_until = time.monotonic()  # Twilio drops what it buffered
+        elif event == "mark":
+            await self._send({"event": "mark", "streamSid": self.stream_sid, "mark": message.get("mark")})
+        elif (mapped := envelope_of(message)) is not None:
+            if event_name(mapped) == "session_started" and self.dashboard is not None:
+                self.dashboard.follow(self.session_id)
+            self.received(mapped)
 
     async def _frame(self, mulaw: bytes) -> None:
         payload = base64.b64encode(mulaw).decode()
