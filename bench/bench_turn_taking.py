@@ -232,8 +232,11 @@ def judge(case: Case, rec: Record) -> dict:
 
 
 def agent_silence(rec: Record, begin: float) -> float:
-    """Time without agent audio from ``begin`` to the end of its last audio (loop time)."""
-    played = sorted((p.start, p.end) for p in rec.audio if p.end > p.start)
+    """Time without the answer's audio from ``begin`` to the end of its last audio (loop time): a
+    resumed answer keeps its response id; a later response (a re-prompt once the answer is over)
+    is no part of it."""
+    answer = rec.audio[0].rid if rec.audio else None
+    played = sorted((p.start, p.end) for p in rec.audio if p.end > p.start and p.rid == answer)
     cursor, silent = begin, 0.0
     for start, end in played:
         if end <= cursor:

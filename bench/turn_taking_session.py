@@ -96,6 +96,18 @@ class _CountedStream:
             self.owner.finish_s.append(time.perf_counter() - began)
             self._close()
 
+    async def finish_at_pause(self) -> str:
+        """The last pause's decode as the final (the engine's choice when the turn ended with that
+        decode still on its way): counted and closed like :meth:`finish`. Left to ``__getattr__``,
+        the stream stayed open here, so no case was ever over: each ran to CAP_S and heard the
+        agent's re-prompts, counted as silence in its answer (a slow machine ends most turns so)."""
+        began = time.perf_counter()
+        try:
+            return await (getattr(self.stream, "finish_at_pause", None) or self.stream.finish)()
+        finally:
+            self.owner.finish_s.append(time.perf_counter() - began)
+            self._close()
+
     async def cancel(self) -> None:
         try:
             await self.stream.cancel()
