@@ -234,8 +234,8 @@ def embedded(args) -> dict:
                 audio = [t["audio_ms"] for t in steady if t["audio_ms"] is not None]
                 first = [t["audio_ms"] for t in res.turns if t["turn"] == 0 and t["audio_ms"] is not None]
                 problems = log_problems(log, offset)
-                missing = sum(1 for t in res.turns if t["final_ms"] is None or t["audio_ms"] is None)
-                missing += n * args.turns - len(res.turns)
+                unanswered = [t for t in res.turns if t["final_ms"] is None or t["audio_ms"] is None]
+                missing = len(unanswered) + n * args.turns - len(res.turns)
                 other = {k: v for k, v in res.errors.items() if k not in refusals(res)}
                 holds = (
                     not missing
@@ -253,6 +253,22 @@ def embedded(args) -> dict:
                         "first_audio_ms": ms(audio, 50, 95),
                         "first_turn_first_audio_ms": ms(first, 50, 95),
                         "turns_missing_transcript_or_audio": missing,
+                        "unanswered_turns": [  # which ones and what the caller saw (a turn never
+                            {
+                                k: t[k]
+                                for k in (
+                                    "caller",
+                                    "turn",
+                                    "said",
+                                    "heard",
+                                    "final_ms",
+                                    "audio_ms",
+                                    "errors",
+                                    "late_audio",
+                                )
+                            }
+                            for t in unanswered[:5]
+                        ],  # reached is counted above, its cause in the errors)
                         "refusals": refusals(res),
                         "other_errors": other,
                         "server_log": problems[:5],

@@ -318,6 +318,7 @@ def _turn(index: int, t: int, said: str, listener: _Listener, end: float) -> dic
         "final_ms": round((final[0] - end) * 1000, 2) if final else None,
         "audio_ms": round((listener.first_audio - end) * 1000, 2) if listener.first_audio else None,
         "errors": listener.errors,
+        "late_audio": listener.late_audio,  # audio frames received while the caller still spoke
         "end_at": end,  # time.monotonic, comparable with the server's stamps
         "audio_at": listener.first_audio,
     }

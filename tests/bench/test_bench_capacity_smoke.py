@@ -22,7 +22,7 @@ def test_embedded_mode_measures_every_turn(tmp_path):
     assert figures["mode"] == "embedded" and "ENDPOINTING_MAX_MS=500" in figures["server"]
     (step,) = figures["steps"]
     assert step["conversations"] == 2 and step["turns"] == 4
-    assert step["turns_missing_transcript_or_audio"] == 0
+    assert step["turns_missing_transcript_or_audio"] == 0 and not step["unanswered_turns"], step
     assert not step["refusals"] and not step["other_errors"] and not step["server_log"], step
     assert step["heard_something"] == 1.0
     for key in ("final_transcript_ms", "first_audio_ms"):
