@@ -61,6 +61,10 @@ class ProcessWriter:
         self._pending.append(memoryview(encode(item)))
         if self._loop is None:  # not on a loop (a script): written as it comes
             self._write()
+        elif item[1] == "close":  # a conversation ended: its recording is asked for next, now
+            self._cancel_flush()
+            if not self._watching:
+                self._write()
         elif not self._watching and self._flush_due is None:
             self._flush_due = self._loop.call_later(FLUSH_S, self._flush)
         metrics.RECORDING_QUEUE_DEPTH.set(len(self._pending))
