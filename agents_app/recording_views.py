@@ -68,6 +68,8 @@ def recording_response(request: HttpRequest, session_id: str) -> HttpResponseBas
         raise ApiError(f"Session {session_id!r} has no recording.", 404)
     if async_to_sync(live_sessions.live)(session_id):
         raise ApiError(f"Session {session_id!r} is live: its recording is ready once it has ended.", 409)
+    if store.being_written(session_id):  # its last seconds are still on their way to the storage
+        raise ApiError(f"Session {session_id!r} has ended; its recording is still being written.", 409)
     size = wav.size
     wanted = parse_range(request.headers.get("Range"), size)
     if wanted is False:
@@ -123,7 +125,9 @@ class SessionRecordingView(APIView):
             (200, "audio/wav"): OpenApiResponse(OpenApiTypes.BINARY, description="the whole recording"),
             (206, "audio/wav"): OpenApiResponse(OpenApiTypes.BINARY, description="the range asked for"),
             404: OpenApiResponse(ERROR, description="no such session, or it has no recording"),
-            409: OpenApiResponse(ERROR, description="the conversation is still live"),
+            409: OpenApiResponse(
+                ERROR, description="the conversation is still live, or its recording is still being written"
+            ),
             416: OpenApiResponse(ERROR, description="the range starts past the end"),
         },
         tags=["sessions"],

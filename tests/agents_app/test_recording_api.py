@@ -5,6 +5,7 @@ admin conversation viewer's player."""
 from __future__ import annotations
 
 import io
+import os
 import time
 import wave
 
@@ -128,6 +129,25 @@ async def test_no_recording_is_404_and_a_live_conversation_409(async_client, rec
     assert response.status_code == 409 and "live" in response.json()["detail"]
     live_sessions.observe({"type": "event", "session_id": "rec-live", "payload": {"name": "session_ended"}})
     assert (await async_client.get(URL.format("rec-live"))).status_code == 200
+
+
+async def test_an_ended_conversation_whose_recording_is_still_being_written_is_409(async_client, recordings):
+    """The writer stores the last chunk and closes the manifest after the conversation ended: a WAV
+    served before that would miss its last seconds. A writer that died never closes it: once its
+    files are old, the recording plays as it is."""
+    sink = RecordingWriter(queue_max=100, chunk_s=1, rate=RATE)
+    name = "rec-writing/20261128T000000000Z-abcd"
+    sink.handle((name, "open", {"session_id": "rec-writing", "transport": "browser"}, 0, 1000.0))
+    sink.handle((name, "caller", tone(1.0, 1000), RATE, 1001.0))
+    part = sink._parts[name]
+    sink._store(part, part.timeline.take(None))  # a chunk stored, the close not yet
+    response = await async_client.get(URL.format("rec-writing"))
+    assert response.status_code == 409 and "being written" in response.json()["detail"]
+    long_ago = time.time() - 3600
+    for path in (recordings / "rec-writing").rglob("*"):
+        os.utime(path, (long_ago, long_ago))
+    response = await async_client.get(URL.format("rec-writing"))
+    assert response.status_code == 200 and len(await body(response)) == 44 + RATE * 4
 
 
 def test_the_schema_documents_the_endpoint(api_client):

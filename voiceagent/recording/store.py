@@ -18,9 +18,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from voiceagent.recording.recorder import storage_safe
-from voiceagent.recording.writer import MANIFEST, storage
+from voiceagent.recording.writer import FRONTIER_S, MANIFEST, STOP_DRAIN_S, storage
 
 logger = logging.getLogger("voiceagent.recording")
 
@@ -127,6 +128,26 @@ def layout(session_id: str) -> WavLayout | None:
             name = f"{part}/{leaf}"
             wav.chunks.append((name, store.size(name)))
     return wav
+
+
+def being_written(session_id: str) -> bool:
+    """Is a part of the session's recording still being written? The writer stores the last chunk
+    and the manifest's ``ended_at`` after the conversation has ended (its items travel through a
+    queue). A part whose writer died never gets ``ended_at``: once its newest file is older than a
+    chunk plus the writer's drain and frontier, it plays as it is."""
+    grace = float(settings.CONFIG.RECORDING_CHUNK_S) + STOP_DRAIN_S + FRONTIER_S
+    store = storage()
+    for part in parts(session_id):
+        if _manifest(part).get("ended_at"):
+            continue
+        _, files = _listdir(part)
+        try:
+            newest = max(store.get_modified_time(f"{part}/{leaf}") for leaf in files)
+        except (NotImplementedError, ValueError, OSError):
+            continue  # a backend that cannot say, or no file: nothing to wait for
+        if (timezone.now() - newest).total_seconds() < grace:
+            return True
+    return False
 
 
 def purge(older_than: timedelta, dry_run: bool = False) -> list[tuple[str, int]]:
