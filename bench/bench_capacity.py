@@ -200,6 +200,9 @@ def measure(
     return res, cores, busy
 
 
+UNANSWERED_KEYS = ("caller", "turn", "said", "heard", "final_ms", "audio_ms", "errors", "late_audio")
+
+
 def embedded(args) -> dict:
     steps: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -253,22 +256,9 @@ def embedded(args) -> dict:
                         "first_audio_ms": ms(audio, 50, 95),
                         "first_turn_first_audio_ms": ms(first, 50, 95),
                         "turns_missing_transcript_or_audio": missing,
-                        "unanswered_turns": [  # which ones and what the caller saw (a turn never
-                            {
-                                k: t[k]
-                                for k in (
-                                    "caller",
-                                    "turn",
-                                    "said",
-                                    "heard",
-                                    "final_ms",
-                                    "audio_ms",
-                                    "errors",
-                                    "late_audio",
-                                )
-                            }
-                            for t in unanswered[:5]
-                        ],  # reached is counted above, its cause in the errors)
+                        # which turns and what their caller saw (a turn never reached is
+                        # counted above, its cause in the errors)
+                        "unanswered_turns": [{k: t[k] for k in UNANSWERED_KEYS} for t in unanswered[:5]],
                         "refusals": refusals(res),
                         "other_errors": other,
                         "server_log": problems[:5],

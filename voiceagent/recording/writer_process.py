@@ -62,9 +62,7 @@ class ProcessWriter:
         if self._loop is None:  # not on a loop (a script): written as it comes
             self._write()
         elif item[1] == "close":  # a conversation ended: its recording is asked for next, now
-            self._cancel_flush()
-            if not self._watching:
-                self._write()
+            self._flush()
         elif not self._watching and self._flush_due is None:
             self._flush_due = self._loop.call_later(FLUSH_S, self._flush)
         metrics.RECORDING_QUEUE_DEPTH.set(len(self._pending))
@@ -103,7 +101,8 @@ class ProcessWriter:
         return True
 
     def _flush(self) -> None:
-        self._flush_due = None
+        """What was gathered goes now (the timer's callback, a close, the end)."""
+        self._cancel_flush()
         if not self._watching:  # else the loop writes the rest as the pipe drains
             self._write()
 
@@ -170,9 +169,7 @@ class ProcessWriter:
         if proc is None:
             return
         deadline = time.monotonic() + timeout
-        self._cancel_flush()
-        if not self._watching:
-            self._write()  # what was gathered goes now
+        self._flush()
         while self._pending and proc.poll() is None and time.monotonic() < deadline:
             await asyncio.sleep(0.05)  # the loop's writer callback empties it
         self._stop_watching()
