@@ -30,6 +30,7 @@ import math
 from collections import deque
 from typing import Final
 
+from voiceagent.conversation.echo_path import EchoPath
 from voiceagent.speech.audio.levels import frame_dbfs
 
 __all__ = ["EchoReference"]
@@ -59,6 +60,7 @@ class EchoReference:
         "_queued",
         "_returns",
         "_since",
+        "path",
         "return_loss_db",
         "window_s",
     )
@@ -72,6 +74,7 @@ class EchoReference:
         self._since = 0  # frames observed since the median was last taken
         self.return_loss_db: float | None = None  # learned echo return loss; None: not yet known
         self._gain_db = 0.0  # the agent's audio is ducked by this much (a Duck event): so is its echo
+        self.path = EchoPath()  # the echo's lag and loss: releases the caller's frames the gate hides
 
     def add(self, pcm: bytes, sample_rate: int, start: float) -> None:
         """Agent audio (PCM16 mono at ``sample_rate``) that plays from ``start`` (loop time, not
@@ -118,6 +121,7 @@ class EchoReference:
         queued, played = self._queued, self._played
         while queued and queued[0][0] <= now:
             frame = queued.popleft()
+            self.path.agent(*frame)
             while played and played[-1][1] <= frame[1]:
                 played.pop()
             played.append(frame)
@@ -145,6 +149,7 @@ class EchoReference:
             heard.popleft()
         if agent < _AUDIBLE_DB:
             return agent
+        self.path.heard(now, frame_level, self.return_loss_db)
         self._returns.append(min(RETURN_LOSS_CAP_DB, agent - heard[0][1]))
         self._since += 1
         if self._since >= _RETURNS_EVERY and len(self._returns) >= _RETURNS_MIN:
@@ -168,4 +173,6 @@ class EchoReference:
         if agent is None:
             agent = self.level(now)
         gate = self.gate_db(gate_db)
-        return agent > _FLOOR_DB and frame_level < agent - gate and not math.isnan(frame_level)
+        if not (agent > _FLOOR_DB and frame_level < agent - gate) or math.isnan(frame_level):
+            return False
+        return not self.path.is_caller(frame_level, now)  # louder than this line's echo: the caller
