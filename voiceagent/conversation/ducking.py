@@ -11,7 +11,8 @@ caller falls quiet (:data:`QUIET_MS`):
 
 - a hypothesis with a word that is no backchannel (nor noise, a hallucination, a guess, voices in
   the background) once the speech has lasted ``min_interruption_ms``, or more than
-  :data:`BACKCHANNEL_MAX_MS` of speech over the agent, is a real interruption: the answer is
+  :data:`BACKCHANNEL_MAX_MS` of speech over the agent (:data:`NOISE_MAX_MS` when every hypothesis,
+  the latest recent, called it noise), is a real interruption: the answer is
   held as before (queued audio purged, ``StopAudio``), the words heard counted up to the duck (a
   ducked agent under the caller's voice was not heard);
 - a backchannel or noise, once the caller is quiet, restores the gain (``Duck(0)``): no gap,
@@ -50,6 +51,7 @@ __all__ = [
     "BACKCHANNEL_MAX_MS",
     "DUCK_AFTER_MS",
     "DUCK_GAIN_DB",
+    "NOISE_MAX_MS",
     "QUIET_MS",
     "CascadeDucking",
 ]
@@ -59,7 +61,13 @@ DUCK_GAIN_DB = -20.0  # the agent under a caller whose words are not known yet: 
 # hears the agent give way within ~0.25 s of their onset (bench_turn_taking seed 16: stop p50 646 ->
 # 230 ms against ducking at MIN_INTERRUPTION_MS = 300); a 150 ms noise burst never reaches it
 DUCK_AFTER_MS = 180
-BACKCHANNEL_MAX_MS = 1200  # speech over the agent this long (from its onset) is no "uh-huh"
+BACKCHANNEL_MAX_MS = 1200  # speech over the agent this long (from its onset) is no "uh-huh" ...
+# ... unless every hypothesis so far called it noise and the latest heard all but the last
+# NOISE_FRESH_MS of it (a babble of voices, a long 8 kHz "mm-hmm": bench_turn_taking seed 17 stopped
+# the agent for 1.4-2.4 s on three babbles whose hypotheses were "Thank you." / "All right."); it
+# stays ducked up to NOISE_MAX_MS of such sound, as long as the recogniser keeps up
+NOISE_FRESH_MS = 1000
+NOISE_MAX_MS = 3000
 ASK_EVERY_MS = 200  # while ducked and the caller speaks: another hypothesis after this much speech
 QUIET_MS = 80  # the caller has stopped: a hypothesis of everything said, to restore on
 
@@ -72,6 +80,7 @@ class _Ducked:
     next_ask_ms: int  # its speech over the agent at which to ask again
     asking: int = 0  # hypotheses in flight
     word: bool = False  # a hypothesis held a word before min_interruption_ms of speech
+    noise_upto: int = -1  # speech frames the latest hypothesis judged noise had heard (-1: none)
 
 
 class CascadeDucking:
@@ -119,8 +128,9 @@ class CascadeDucking:
             return
         if duck.utterance is not utterance:  # a duck left by an utterance that ended: judged there
             return
-        if utterance.over_agent_ms - duck.onset_ms >= BACKCHANNEL_MAX_MS:
-            self._interruption(utterance)  # too long for a backchannel, whatever the words
+        length = utterance.over_agent_ms - duck.onset_ms
+        if length >= BACKCHANNEL_MAX_MS and not self._heard_as_noise(utterance, duck, length):
+            self._interruption(utterance)  # too long for a backchannel, and no words known to say so
         elif duck.word and stretch >= self._turn.min_interruption_ms:
             self._interruption(utterance)  # words, and now long enough to stop the agent
         elif not duck.asking and utterance.over_agent_ms >= duck.next_ask_ms:
@@ -139,6 +149,16 @@ class CascadeDucking:
         background = bool(utterance.over_agent_ms) and not self._foreground(utterance)
         voiced_ms = utterance.voiced_frames * self.config.frame_ms
         return background or is_backchannel(text) or is_hallucination(text, voiced_ms) or is_guess(logprob)
+
+    def _heard_as_noise(self, utterance: Any, duck: _Ducked, length_ms: int) -> bool:
+        """Has the recogniser kept up with this long sound over the agent and called it noise all
+        along (a babble, a long "mm-hmm", a TV)? Then it stays ducked past
+        :data:`BACKCHANNEL_MAX_MS`, up to :data:`NOISE_MAX_MS`: a word in a later hypothesis still
+        stops the agent, and the caller being quiet restores it."""
+        if duck.noise_upto < 0 or duck.word or length_ms >= NOISE_MAX_MS:
+            return False
+        behind_ms = (utterance.speech_frames - duck.noise_upto) * self.config.frame_ms
+        return behind_ms <= NOISE_FRESH_MS
 
     def _restore_duck(self, of: Any = None) -> None:
         """The sound over the agent was nothing it must stop for: full gain again, from now (``of``:
@@ -209,8 +229,10 @@ class CascadeDucking:
                 self._interruption(utterance)
             else:  # shorter than min_interruption_ms: it stops the agent once it is that long
                 duck.word = True
-        elif utterance.speech_frames == spoken and (self._silence_ms or self._utterance is not utterance):
-            self._restore_duck()
+        else:
+            duck.noise_upto = max(duck.noise_upto, spoken)
+            if utterance.speech_frames == spoken and (self._silence_ms or self._utterance is not utterance):
+                self._restore_duck()
 
     def _interruption(self, utterance: Any) -> None:
         """A real interruption: hold the answer (its audio stops) as the threshold once did. When

@@ -44,14 +44,14 @@ __all__ = ["EchoPath"]
 GRID_S: Final = 0.02  # levels are kept on a 20 ms grid of the loop clock
 RING: Final = 512  # grid slots kept (~10 s)
 MAX_LAG: Final = 25  # frames (500 ms): the longest echo delay looked for
-SPAN: Final = 1  # frames either side of the lag: the expected echo is the loudest agent frame there
+SPAN: Final = 2  # frames either side of the lag: the expected echo is the loudest agent frame there
 WINDOW: Final = 256  # grid slots (~5 s) an estimate looks back over
 MIN_FRAMES: Final = 15  # frames heard over a loud agent before a lag is trusted (0.3 s)
 EARLY_EVERY: Final = 10  # frames heard between two estimates over the first EARLY_FRAMES
 EARLY_FRAMES: Final = 100  # (the first 2 s: an interruption may come that soon)
 ESTIMATE_EVERY: Final = 50  # frames heard between two estimates after that while none is found,
 BACKOFF_MAX: Final = 500  # doubled after each estimate that finds none, up to this (10 s)
-RECHECK_EVERY: Final = 250  # ... and once one is found (a line's delay changes seldom)
+RECHECK_EVERY: Final = 50  # ... and once one is found (a playback clock drifts: the browser test's did)
 # p50 - p10 of (agent - microphone) at the lag: a path this steady is one (a linear echo: ~0.2 dB;
 # through a phone band, which loses a fricative's energy but not a vowel's: ~2.5 dB; a wrong lag
 # or a noise that does not follow the agent: 5-25 dB) ...
@@ -62,6 +62,7 @@ CONTRAST: Final = 0.5
 LOUD_DB: Final = 20.0  # only agent frames this close to its loudest say where the echo is
 LOUD_QUANTILE: Final = 5.0  # percent: the path's loss is where its loudest echo frames sit
 MARGIN_DB: Final = 3.0  # above the expected echo, a frame is the caller
+SURPRISE_EVERY: Final = 10  # an echo louder than the path expects: look again at once (at most this often)
 HEARD_FLOOR_DB: Final = -70.0  # a microphone quieter than this hears no echo to learn from
 NO_ECHO_LOSS_DB: Final = 40.0  # a line whose echo is this far down needs no path (the gate is wide)
 _FLOOR: Final = -100.0
@@ -116,7 +117,11 @@ class EchoPath:
         self._mic[slot], self._mic_at[slot] = level, grid
         self._since += 1
         self._heard += 1
-        if self._since < (EARLY_EVERY if self._heard <= EARLY_FRAMES else self._every):
+        # louder than the path expects of the echo: its delay moved (a jitter buffer, a drifting
+        # playback clock) or the caller began; looking again at once tells which, before this
+        # very frame is judged (a caller's onset leaves the path as it was)
+        surprised = self._since >= SURPRISE_EVERY and self.is_caller(level, at)
+        if self._since < (EARLY_EVERY if self._heard <= EARLY_FRAMES else self._every) and not surprised:
             return
         self._since = 0
         if return_loss_db is not None and return_loss_db >= NO_ECHO_LOSS_DB:  # hardly any echo

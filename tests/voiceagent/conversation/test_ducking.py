@@ -8,7 +8,7 @@ import asyncio
 
 from enginekit import SILENCE, TONE, Harness
 
-from voiceagent.conversation.ducking import DUCK_GAIN_DB
+from voiceagent.conversation.ducking import BACKCHANNEL_MAX_MS, DUCK_GAIN_DB, NOISE_MAX_MS
 from voiceagent.conversation.testing import InstantTTS
 
 STORY = " ".join(f"word{i}" for i in range(40)) + "."  # 4 s at 100 ms a word
@@ -127,3 +127,30 @@ async def test_the_duck_comes_at_duck_after_ms_and_words_stop_the_agent_at_min_i
     assert minimum > DUCK_AFTER_MS
     assert ducked_at is not None and ducked_at <= DUCK_AFTER_MS // 20 + 2  # a frame's slack for the VAD
     assert stopped_at is not None and stopped_at >= minimum // 20  # never before MIN_INTERRUPTION_MS
+
+
+async def test_a_long_sound_the_recogniser_keeps_calling_noise_stays_ducked_past_the_backchannel_length():
+    # a babble of voices (or a long "mm-hmm"): 2 s over the agent, every hypothesis "mm-hmm"
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    async with Harness(script=[f"{STORY} {STORY}"], texts=["tell me a story", "mm-hmm"], tts=tts) as h:
+        h.stt.on_demand = True
+        rid = await talking(h)
+        await over_the_agent(h, speech_frames=(BACKCHANNEL_MAX_MS + 800) // 20)
+        await h.idle(timeout=12)
+        assert h.stt.hints >= 3  # asked along the way, every ASK_EVERY_MS of speech
+    assert not h.of("StopAudio")  # before: stopped at BACKCHANNEL_MAX_MS whatever the words said
+    assert [e.gain_db for e in h.of("Duck")] == [DUCK_GAIN_DB, 0.0]
+    assert abs(answer_audio_s(h, rid) - 8.0) < 1e-6
+    assert [t.content for t in h.store.turns["s1"] if t.role == "user"] == ["tell me a story"]
+
+
+async def test_sound_called_noise_still_stops_the_agent_at_the_noise_length():
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    async with Harness(
+        script=[f"{STORY} {STORY}", "Sure."], texts=["tell me a story", "mm-hmm"], tts=tts
+    ) as h:
+        h.stt.on_demand = True
+        await talking(h)
+        await over_the_agent(h, speech_frames=NOISE_MAX_MS // 20 + 5)
+        await h.idle(timeout=12)
+    assert h.of("StopAudio")  # a TV in the room, as loud as the caller: the agent gives way
