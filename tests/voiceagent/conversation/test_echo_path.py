@@ -24,6 +24,14 @@ def speech_envelope(frames: int, rnd: random.Random) -> list[float]:
     return out[:frames]
 
 
+def playing(agent: list[float]) -> EchoReference:
+    """An echo reference with ``agent``'s levels queued on the playback clock from T0."""
+    ref = EchoReference()
+    for i, level in enumerate(agent):
+        ref._queued.append((T0 + i * FRAME, level))
+    return ref
+
+
 def line_with_echo(
     lag: int, loss_db: float, frames: int = 400, band: bool = False
 ) -> tuple[EchoReference, list[float]]:
@@ -31,10 +39,8 @@ def line_with_echo(
     ``loss_db`` down (over line hiss at -62 dBFS), nobody else talking. ``band``: through a phone
     band, which loses 5-20 dB more of a third of the frames (the fricatives' energy above 3.4 kHz)."""
     rnd = random.Random(7)
-    ref = EchoReference()
     agent = speech_envelope(frames + 200, rnd)
-    for i, level in enumerate(agent):
-        ref._queued.append((T0 + i * FRAME, level))
+    ref = playing(agent)
     for i in range(frames):
         echo = agent[i - lag] - loss_db + rnd.gauss(0.0, 1.0) if i >= lag else -100.0
         if band and rnd.random() < 1 / 3:
@@ -63,19 +69,14 @@ def test_a_caller_under_the_level_gate_is_heard_once_the_echo_path_is_known():
     echo = max(agent[i - 6], -62.0) - 18.0
     assert ref.is_echo(echo, now, GATE_DB)  # the echo itself stays echo
 
-    blind = EchoReference()  # the same agent, no echo path learned: the level gate alone
-    for k, level in enumerate(agent):
-        blind._queued.append((T0 + k * FRAME, level))
+    blind = playing(agent)  # the same agent, no echo path learned: the level gate alone
     blind.level(now)
     assert blind.is_echo(-23.0, now, GATE_DB)
 
 
 def test_noise_that_does_not_follow_the_agent_is_no_echo_path():
     rnd = random.Random(3)
-    ref = EchoReference()
-    agent = speech_envelope(600, rnd)
-    for i, level in enumerate(agent):
-        ref._queued.append((T0 + i * FRAME, level))
+    ref = playing(speech_envelope(600, rnd))
     for i in range(400):  # a fan or a room: its own level, whatever the agent says
         ref.observe(rnd.uniform(-45.0, -30.0), T0 + i * FRAME)
     assert ref.path.lag is None
@@ -88,10 +89,7 @@ def test_noise_that_does_not_follow_the_agent_is_no_echo_path():
 
 def test_a_steady_hiss_follows_every_lag_and_is_no_echo_path():
     rnd = random.Random(5)
-    ref = EchoReference()
-    agent = speech_envelope(600, rnd)
-    for i, level in enumerate(agent):
-        ref._queued.append((T0 + i * FRAME, level))
+    ref = playing(speech_envelope(600, rnd))
     for i in range(45):  # the first second of a line without echo: hiss, before any return loss is known
         ref.observe(-62.0 + rnd.uniform(-0.3, 0.3), T0 + i * FRAME)
         assert ref.path.lag is None
