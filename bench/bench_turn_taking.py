@@ -55,7 +55,7 @@ TURN_MODEL, ...); ``turn_model`` gives the end-of-turn model's calls and cost (i
 CPU is inside ``engine_process``).
 
     nice -n 10 .venv/bin/python bench/bench_turn_taking.py [--quick] [--vad webrtc|silero|all]
-        [--per-category 120] [--concurrency 8] [--seed 16] [--details FILE]
+        [--per-category 120] [--concurrency 8] [--seed 16] [--details FILE] [--kinds K1,K2]
 
 120 cases per category (600 per VAD, ~16 min each on 2 cores): a rate's standard error is then
 about 2 points at 5 %, where 40 cases gave 3.4 (one case 2.5 points; seeds 16 and 17 at 40 per
@@ -528,6 +528,10 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="conversations at once")
     parser.add_argument("--details", type=Path, help="write every labelled case and its outcome (JSON)")
     parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument(
+        "--kinds",
+        help="only these case kinds, comma-separated (e.g. interrupt_echo,babble): a quick look at one",
+    )
     args = parser.parse_args()
     per_category = args.per_category or (2 if args.quick else 120)
     config = load_config()
@@ -537,6 +541,12 @@ async def main() -> None:
             cases = await build_cases(synth, per_category, seed=args.seed)
         finally:
             await synth.close()
+    if args.kinds:
+        wanted = set(args.kinds.split(","))
+        unknown = wanted - {case.kind for case in cases}
+        if unknown:
+            parser.error(f"no cases of kind {', '.join(sorted(unknown))}")
+        cases = [case for case in cases if case.kind in wanted]
     random.Random(args.seed).shuffle(cases)  # categories mixed over the run
     details: dict[str, Any] = {}
     from proc_cpu import python_speed
