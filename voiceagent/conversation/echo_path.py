@@ -24,7 +24,7 @@ lag (none found, or non-linear) keeps the level gate alone. The microphone frame
 loop time its VAD verdict came back at, as the level gate's; :data:`SPAN` frames either side of
 the lag absorb the jitter of a batched VAD.
 
-Cost: two list writes a frame, and a vectorised estimate (~0.3 ms, numpy over the last five
+Cost: two list writes a frame, and a vectorised estimate (~0.2 ms, numpy over the last five
 seconds) every :data:`EARLY_EVERY` frames heard over the agent for the first two seconds of the
 call (an interruption may come that soon, and callers hear no greeting on some lines), then
 every :data:`ESTIMATE_EVERY` frames, backing off to :data:`BACKOFF_MAX` on a line without a

@@ -81,7 +81,7 @@ def test_noise_that_does_not_follow_the_agent_is_no_echo_path():
         ref.observe(rnd.uniform(-45.0, -30.0), T0 + i * FRAME)
     assert ref.path.lag is None
     assert ref.path.spread_db is not None
-    assert ref.path._every > ESTIMATE_EVERY  # it looks less and less often (each look ~0.3 ms)
+    assert ref.path._every > ESTIMATE_EVERY  # it looks less and less often (each look ~0.2 ms)
     now = T0 + 450 * FRAME
     level_gate = ref.level(now) - ref.gate_db(GATE_DB)
     assert ref.is_echo(level_gate - 1.0, now, GATE_DB)  # the level gate decides, as before
