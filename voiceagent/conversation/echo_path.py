@@ -162,8 +162,9 @@ class EchoPath:
         at = grids[heard]
         mic = np.asarray(self._mic, dtype=np.float32)[slots[heard]]
         wanted = at[:, None] - _LAGS[None, :]  # the agent frame each lag puts under each heard one
-        agent_at = np.asarray(self._agent_at)[wanted % RING]
-        agent = np.where(agent_at == wanted, np.asarray(self._agent, dtype=np.float32)[wanted % RING], _FLOOR)
+        wanted_slots = wanted % RING
+        fresh = np.asarray(self._agent_at)[wanted_slots] == wanted
+        agent = np.where(fresh, np.asarray(self._agent, dtype=np.float32)[wanted_slots], _FLOOR)
         loud = agent >= agent.max() - LOUD_DB
         counts = loud.sum(axis=0)
         diff = np.sort(np.where(loud, agent - mic[:, None], np.inf), axis=0)  # each lag's, ascending
