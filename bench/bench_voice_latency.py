@@ -28,7 +28,7 @@ Besides the latency: the server's own breakdown of the browser turns (``turn_met
 transcripts against the lines said (normalised as bench_offline_speech does).
 
     .venv/bin/python bench/bench_voice_latency.py [--phases one,concurrent] [--conversations 8]
-        [--concurrent 16] [--lines 5] [--quick]
+        [--concurrent 16] [--lines 5] [--quick] [--details FILE]
 
 Prints one JSON line.
 """
@@ -43,7 +43,7 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
@@ -392,6 +392,15 @@ async def run_phase(base: str, clips: dict[str, list[Clip]], jobs: list[tuple[in
     return [t for turns in results for t in turns]
 
 
+def write_details(path: str | None, phase: str, turns: list[Turn]) -> None:
+    """Append each turn of ``phase`` to ``path`` as a JSON line (nothing without a path)."""
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as out:
+        for turn in turns:
+            out.write(json.dumps({"phase": phase, **asdict(turn)}) + "\n")
+
+
 def settle(port: int, timeout: float = 10.0) -> None:
     """Wait until the server has closed every conversation the callers hung up (a stop while a
     socket is still being torn down is a shutdown race, not what this bench measures)."""
@@ -414,6 +423,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="4 one at a time, 3 lines, 8 at once")
     parser.add_argument("--server-log", help="keep the server's log here")
+    parser.add_argument(
+        "--log-level", default="INFO", help="the server's LOG_LEVEL (DEBUG: each end of turn)"
+    )
+    parser.add_argument("--details", help="write each turn here, one JSON line each (which turns are slow)")
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.lines, args.concurrent = 4, 3, 8
@@ -430,7 +443,7 @@ def main() -> None:
         return i, wire, voice + ("|phone" if wire == "phone" else "")
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-voice-"))
-    env = base_env(tmp, LOG_LEVEL="INFO")
+    env = base_env(tmp, LOG_LEVEL=args.log_level)
     env.pop("LIFECYCLE_PLUGINS", None)
     migrate(env)
     port = free_port()
@@ -446,10 +459,12 @@ def main() -> None:
             turns = asyncio.run(run_phase(base, clips, [job(i) for i in range(args.conversations)], False,
                                           args.answer_timeout))  # fmt: skip
             figures["one_at_a_time"] = summarise(turns)
+            write_details(args.details, "one", turns)
         if "concurrent" in phases:
             jobs = [job(100 + i) for i in range(args.concurrent)]
             turns = asyncio.run(run_phase(base, clips, jobs, True, args.answer_timeout))
             figures[f"concurrent_{args.concurrent}"] = summarise(turns)
+            write_details(args.details, f"concurrent_{args.concurrent}", turns)
         settle(port)
     finally:
         server.terminate()
