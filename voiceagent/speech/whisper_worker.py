@@ -19,18 +19,23 @@ Wire format (private to this module and :mod:`voiceagent.speech.whisper_process`
 
 Decoding choices, measured on synthetic callers (bench/bench_offline_speech.py, and the
 corpus decoded alone with the vocabulary prompt, CPU seconds of one core per utterance):
-- The encoder's window is 15 s (30 s past 13.5 s). Windows of 7.5 and 10 s for short utterances
-  measured WER 0.049 at 0.173 s against 0.060 at 0.270 s (2 voices x 32 lines x 2 rates), but
-  made Whisper sure of words it writes for babble, which the turn-taking rules rely on it being
-  unsure of (:data:`WINDOWS`). (A window hardly longer than the speech made the decoder loop on
-  the text: WER 0.3-1.2.)
+- The encoder's window is 15 s (30 s past 13.5 s), but 7.5 s (:data:`QUICK_WINDOW`) for a
+  caller's pause hypotheses, interims and a burst's finals that leave 2 s of padding in it.
+  Measured on 1050 pause decodes (7 espeak/flite voices x 3 rates, 14 complete sentences and 11
+  fragments, full band and 8 kHz mu-law, 100 ms of line hiss after, the vocabulary prompt, beam 5):
+  WER 0.041 -> 0.042 (full band) and 0.154 -> 0.156 (phone), the mean log-probability per token
+  0.016-0.032 lower (correlation 0.96 with the 15 s figure), a third less encoder CPU. The
+  logprob a 7.5 s decode reports is put on the 15 s scale (:data:`QUICK_LOGPROB_SHIFT`), the one
+  the turn-taking rules are calibrated at. Speech over the agent keeps 15 s: at 7.5 s Whisper
+  came back sure of words it writes for babble, which the barge-in rules rely on it doubting.
+  (A window hardly longer than the speech made the decoder loop on the text: WER 0.3-1.2.)
 - Batched decoding (several utterances in one ``generate`` call, :meth:`Recognizer.transcribe_batch`)
   gives the same text but cost 5 % more CPU per utterance in batches of 4 (16 % at 12, with no
   prompt) on this 2-core machine: tiny.en in int8 is not held back by per-call overhead, so
   :data:`MAX_BATCH` is 1 and the two cores run two single decodes.
 - A narrower search (:data:`BURST_BEAM` hypotheses, not 5) when more urgent requests wait than
   :data:`GREEDY_DEPTH` per worker (a burst), only while callers queue for their turn's end; finals
-  in a burst also take the 7.5 s window (:data:`BURST_WINDOW`). Greedy search, used here before,
+  in a burst also take the 7.5 s window (:data:`QUICK_WINDOW`). Greedy search, used here before,
   saved only 2 % of a 15 s window's decode against two hypotheses on the 2026-11-29 machine (0.297
   / 0.304 s: the encoder is most of it) and misheard: espeak en-us "... a payment on my account I
   don't recognise" + 0.2 s of line noise -> "... I don't care." (in a burst run, "I don't care
@@ -71,26 +76,23 @@ from voiceagent.speech.whisper_queue import DecodeQueue, Kind, Request
 SHORT_WINDOW: Final = 1500  # frames (15 s)
 FULL_WINDOW: Final = 3000  # frames (30 s): Whisper's own window, the most it hears at once
 SHORT_MAX_S: Final = 13.5
-# frames: 15 s for every utterance up to SHORT_MAX_S. Shorter windows (7.5 and 10 s) cost a third
-# less CPU, but changed Whisper's confidence: on babble over the agent what it had scored as a guess
-# (GUESS_LOGPROB) came back sure, and the room's voices took the turn
-# (tests/calls/test_browser_turn_taking.py::test_words_whisper_only_guesses_...); and on callers'
-# own words it came back less sure (flite slt "How are you today?": -0.29 at 15 s, -0.67 at 7.5 s),
-# which makes the end of turn wait longer (turn_taking.endpoint_ms, calibrated at 15 s). Tried again
-# on 2026-11-28 for callers only (speech over the agent at 15 s) and withdrawn for that reason
-# (bench_voice_latency on the same, noisy machine: p50 489 ms at 7.5 s with the loop at 48 ms, 592 ms
-# at 15 s with it at 63 ms - no difference once the machine's speed is allowed for).
+# frames: 15 s for every utterance up to SHORT_MAX_S; the shorter QUICK_WINDOW is chosen per
+# request by decode_choice (7.5 and 10 s for every decode, tried before, made Whisper sure of babble
+# over the agent, and the room's voices took the turn:
+# tests/calls/test_browser_turn_taking.py::test_words_whisper_only_guesses_...)
 WINDOWS: Final = (SHORT_WINDOW,)
-# frames (7.5 s): a final decoded while a burst queues (search already narrowed) uses this shorter
-# window when the utterance leaves WINDOW_MARGIN_S of padding in it: a third less encoder CPU, so
-# twelve callers who stop at once on two cores all hear back within ~1.5 s. The confidence shift
-# that kept it out of everyday decoding (above) matters less here: a final's words are what the
-# caller said, its end of turn was already decided on the pause hypothesis (still at 15 s).
-BURST_WINDOW: Final = 750
+# frames (7.5 s): a caller's pause hypothesis (the decode the end of turn waits for), an interim,
+# and a final decoded while a burst queues, when the utterance leaves WINDOW_MARGIN_S of padding
+# in it: a third less encoder CPU for the same words (see the module's notes)
+QUICK_WINDOW: Final = 750
+# added to the mean log-probability of a QUICK_WINDOW decode: the median difference to the same
+# audio at 15 s (0.016 full band, 0.032 phone band; 0.023-0.034 with two hypotheses), so that
+# turn_taking's SURE/UNSURE/GUESS thresholds, set on 15 s decodes, read it alike
+QUICK_LOGPROB_SHIFT: Final = 0.025
 # the kind byte's flag for speech over the agent: its final keeps the 15 s window even in a burst
 # (at 7.5 s Whisper came back sure of babble over the agent, which then took the turn)
 OVER_AGENT: Final = 0x80
-# hypotheses a burst's final keeps at BURST_WINDOW: two are enough for the domain rescoring to
+# hypotheses a burst's final keeps at QUICK_WINDOW: two are enough for the domain rescoring to
 # pick "balance" over greedy's "melon song" (espeak en-us), and cost about what greedy search at
 # 15 s did: CPU s per utterance on 5 espeak lines, beam/window: 5/15 s 0.221, 1/15 s 0.178,
 # 1/7.5 s 0.087, 2/7.5 s 0.098, 3/7.5 s 0.117 (same words as 5/15 s from 2 up)
@@ -171,6 +173,12 @@ def window_for(seconds: float) -> int:
     return next((w for w in WINDOWS if seconds + WINDOW_MARGIN_S <= w / 100), SHORT_WINDOW)
 
 
+def on_everyday_scale(logprob: float, frames: int) -> float:
+    """A decode's mean log-probability as the 15 s window would have given it: the turn-taking
+    rules' thresholds were set on those (:data:`QUICK_LOGPROB_SHIFT`)."""
+    return logprob + QUICK_LOGPROB_SHIFT if frames == QUICK_WINDOW else logprob
+
+
 def collapse_repeats(text: str) -> str:
     """``"I lost my card. I lost my card."`` -> ``"I lost my card."`` (a decoder stuck in a loop)."""
     kept: list[str] = []
@@ -238,10 +246,11 @@ class Recognizer:
             return_scores=True,
             suppress_blank=True,
         )
-        return [
+        answers = [
             self._choose(result, prompt, 10 + int(8 * min(s, 30.0)), s)
             for (_, prompt), s, result in zip(items, seconds, results, strict=True)
         ]
+        return [(text, on_everyday_scale(logprob, frames)) for text, logprob in answers]
 
     def _choose(self, result: Any, prompt: str, max_tokens: int, seconds: float) -> tuple[str, float]:
         """The hypothesis the domain rescoring picks; each cut at this utterance's own token bound
@@ -300,26 +309,30 @@ def decode_choice(
     kind: Kind, seconds: float, waiting: int, workers: int, over_agent: bool = False, waited_s: float = 0.0
 ) -> tuple[int, int]:
     """``(beam, frames)`` for a decode: beam search at the utterance's own window while the queue
-    is short. A caller's final that fits :data:`BURST_WINDOW` gets :data:`BURST_BEAM` hypotheses
+    is short. A caller's final that fits :data:`QUICK_WINDOW` gets :data:`BURST_BEAM` hypotheses
     there when more callers wait for their turn (``waiting``: urgent decodes, this one included)
     than a round of the workers can serve (:data:`GREEDY_DEPTH`), or when it has waited
-    :data:`LATE_S` already (the tail of a burst). Pause hypotheses and speech ``over_agent`` keep
-    the window their confidence is calibrated at, in a deep queue with :data:`BURST_BEAM`
-    hypotheses (greedy search misheard, for 2 % less CPU: see the module's notes), but speech over
-    the agent greedy as before (its barge-in rules were tuned on that; two hypotheses rescored
-    with the vocabulary may favour a looping run of number words). An interim gets
-    :data:`BURST_BEAM` hypotheses at :data:`BURST_WINDOW` when it fits (0.26 -> 0.165 CPU s per
+    :data:`LATE_S` already (the tail of a burst). A caller's pause hypothesis that fits takes
+    :data:`QUICK_WINDOW` always (its confidence put on the 15 s scale: see the module's notes).
+    Speech ``over_agent`` keeps the 15 s window its barge-in rules were calibrated at; in a deep
+    queue pause hypotheses keep :data:`BURST_BEAM` hypotheses (greedy search misheard, for 2 %
+    less CPU: see the module's notes), but speech over the agent greedy as before (its barge-in
+    rules were tuned on that; two hypotheses rescored with the vocabulary may favour a looping
+    run of number words). An interim gets
+    :data:`BURST_BEAM` hypotheses at :data:`QUICK_WINDOW` when it fits (0.26 -> 0.165 CPU s per
     decode on the 2026-11-29 machine: the encoder's window is most of the cost; greedy search there
     costs the same and loops: "Can I talk to a real person? Can I talk"): nothing decides on its
     confidence, the pause's decode replaces its words, and a worker still busy with one when a
     burst's finals come holds them back; but over the agent (its words decide a barge-in) it keeps
     the everyday window and search. ``frames`` 0: the request's own window."""
-    fits = seconds + WINDOW_MARGIN_S <= BURST_WINDOW / 100
+    fits = seconds + WINDOW_MARGIN_S <= QUICK_WINDOW / 100
     if not kind.urgent:  # an interim: shown, and replaced by the pause's or final's own decode
-        return (BEAM, 0) if over_agent else (BURST_BEAM, BURST_WINDOW if fits else 0)
+        return (BEAM, 0) if over_agent else (BURST_BEAM, QUICK_WINDOW if fits else 0)
     deep = waiting > GREEDY_DEPTH * workers
     if kind is Kind.FINAL and not over_agent and fits and (deep or waited_s >= LATE_S):
-        return BURST_BEAM, BURST_WINDOW
+        return BURST_BEAM, QUICK_WINDOW
+    if kind is Kind.PAUSE and not over_agent and fits:
+        return (BURST_BEAM if deep else BEAM), QUICK_WINDOW
     if not deep:
         return BEAM, 0
     return (1, 0) if over_agent else (BURST_BEAM, 0)

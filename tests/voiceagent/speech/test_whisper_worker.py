@@ -20,13 +20,15 @@ from voiceagent.speech.whisper_stt import WhisperSTT, find_model
 from voiceagent.speech.whisper_worker import (
     BEAM,
     BURST_BEAM,
-    BURST_WINDOW,
     OVER_AGENT,
+    QUICK_LOGPROB_SHIFT,
+    QUICK_WINDOW,
     SHORT_WINDOW,
     Recognizer,
     _request,
     decode_choice,
     domain_vocabulary,
+    on_everyday_scale,
     pick_hypothesis,
     window_for,
 )
@@ -81,23 +83,32 @@ def test_a_batch_decodes_to_the_same_text_as_single_decodes():
 def test_a_burst_of_finals_is_decoded_greedy_at_the_short_window_and_a_quiet_queue_as_usual():
     quiet = decode_choice(Kind.FINAL, 2.0, waiting=2, workers=2, waited_s=0.1)
     # the end of a burst: the queue is short again, but this caller has waited
-    assert decode_choice(Kind.FINAL, 2.0, waiting=2, workers=2, waited_s=1.0) == (BURST_BEAM, BURST_WINDOW)
+    assert decode_choice(Kind.FINAL, 2.0, waiting=2, workers=2, waited_s=1.0) == (BURST_BEAM, QUICK_WINDOW)
     burst = decode_choice(Kind.FINAL, 2.0, waiting=12, workers=2)
-    assert quiet == (BEAM, 0) and burst == (BURST_BEAM, BURST_WINDOW) and BURST_BEAM < BEAM
-    # the pause hypothesis keeps the window its confidence is calibrated at; a long final too
-    assert decode_choice(Kind.PAUSE, 2.0, waiting=12, workers=2) == (BURST_BEAM, 0)
+    assert quiet == (BEAM, 0) and burst == (BURST_BEAM, QUICK_WINDOW) and BURST_BEAM < BEAM
+    # a caller's pause hypothesis takes the short window (its confidence put on the 15 s scale),
+    # with a narrower search in a burst; a long one, or one over the agent, the usual window
+    assert decode_choice(Kind.PAUSE, 2.0, waiting=12, workers=2) == (BURST_BEAM, QUICK_WINDOW)
+    assert decode_choice(Kind.PAUSE, 2.0, waiting=0, workers=2) == (BEAM, QUICK_WINDOW)
+    assert decode_choice(Kind.PAUSE, 6.0, waiting=0, workers=2) == (BEAM, 0)
+    assert decode_choice(Kind.PAUSE, 2.0, waiting=0, workers=2, over_agent=True) == (BEAM, 0)
     assert decode_choice(Kind.FINAL, 6.0, waiting=12, workers=2) == (BURST_BEAM, 0)
     # an interim is only shown (the pause's decode replaces it): a narrow search, at the short window
     # when it fits; over the agent its words decide a barge-in, so it keeps the everyday search
-    assert decode_choice(Kind.INTERIM, 2.0, waiting=0, workers=2) == (BURST_BEAM, BURST_WINDOW)
+    assert decode_choice(Kind.INTERIM, 2.0, waiting=0, workers=2) == (BURST_BEAM, QUICK_WINDOW)
     assert decode_choice(Kind.INTERIM, 6.0, waiting=0, workers=2) == (BURST_BEAM, 0)
     assert decode_choice(Kind.INTERIM, 2.0, waiting=0, workers=2, over_agent=True) == (BEAM, 0)
     # speech over the agent keeps the window its guesses are calibrated at (babble stays a guess),
     # and a late pause hypothesis or speech over the agent keeps its search in a short queue
     assert decode_choice(Kind.FINAL, 2.0, waiting=12, workers=2, over_agent=True) == (1, 0)
     assert decode_choice(Kind.FINAL, 2.0, waiting=2, workers=2, over_agent=True, waited_s=1.0) == (BEAM, 0)
-    assert decode_choice(Kind.PAUSE, 2.0, waiting=2, workers=2, waited_s=1.0) == (BEAM, 0)
-    assert window_for(2.0) == SHORT_WINDOW > BURST_WINDOW
+    assert decode_choice(Kind.PAUSE, 2.0, waiting=2, workers=2, waited_s=1.0) == (BEAM, QUICK_WINDOW)
+    assert window_for(2.0) == SHORT_WINDOW > QUICK_WINDOW
+
+
+def test_a_short_window_decodes_confidence_is_read_on_the_everyday_scale():
+    assert on_everyday_scale(-0.5, QUICK_WINDOW) == -0.5 + QUICK_LOGPROB_SHIFT > -0.5
+    assert on_everyday_scale(-0.5, 0) == on_everyday_scale(-0.5, SHORT_WINDOW) == -0.5
 
 
 def test_the_wire_carries_whether_the_caller_spoke_over_the_agent():
@@ -115,7 +126,7 @@ def test_a_final_at_the_burst_window_is_heard_as_at_the_usual_one():
     prompt = build_prompt(DIALOG_DIR)
     audio = np.frombuffer(espeak_16k(*LINES[0]), "<i2")
     usual = recognizer.transcribe_batch([(audio, prompt)], BEAM)[0][0]
-    burst = recognizer.transcribe_batch([(audio, prompt)], BURST_BEAM, BURST_WINDOW)[0][0]
+    burst = recognizer.transcribe_batch([(audio, prompt)], BURST_BEAM, QUICK_WINDOW)[0][0]
     assert "stolen" in usual.lower() and "stolen" in burst.lower(), (usual, burst)
 
 
