@@ -301,7 +301,7 @@ class CascadeListening(TurnModelListening):
         self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
-                "end of turn after %d ms of silence: %s", self._silence_ms, self._why_ended(utterance)
+                "end of turn after %d ms of silence: %s", self._silence_ms, self._end_reason(utterance)
             )
         heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
         timing = self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
@@ -313,7 +313,7 @@ class CascadeListening(TurnModelListening):
         self._utterance = None
         self._silence_ms = 0
 
-    def _why(self, utterance: _Utterance) -> str:
+    def _end_reason(self, utterance: _Utterance) -> str:
         """What the end-of-turn decision was made on (a DEBUG line: why a turn waited as it did)."""
         words = "pending" if utterance.hint_pending else repr(utterance.text)
         logprob, p = utterance.logprob, utterance.pause.probability

@@ -8,6 +8,7 @@ a stand-in with a scripted answer (the real one: tests/voiceagent/speech/test_tu
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import numpy as np
 import pytest
@@ -138,6 +139,13 @@ async def test_a_turn_the_model_hears_complete_ends_at_the_first_pause():
     assert await _silence_at_end("can you freeze my card please", model) == MODEL_MS
     # it heard the whole utterance so far: the speech and the silence up to the pause
     assert model.heard and model.heard[0] >= (40 + MODEL_MS // 20) * len(SILENCE)
+
+
+async def test_each_end_of_turn_says_at_debug_level_what_it_waited_on(caplog):
+    with caplog.at_level(logging.DEBUG, logger="voiceagent.conversation"):
+        assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.97)) == MODEL_MS
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("end of turn after")]
+    assert len(said) == 1 and "wait 160 ms" in said[0] and "model 0.97" in said[0], said
 
 
 async def test_without_the_model_the_turn_ends_after_the_minimum_silence():
