@@ -204,6 +204,13 @@ _NUMBER_WORDS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 
+def ends_unfinished(words: list[str]) -> bool:
+    """Do these (lower-case) words stop on a clause still going on ("... is", "... to", "I") or
+    inside a number being read?"""
+    last = words[-1] if words else ""
+    return last in _UNFINISHED_ENDINGS or last.isdigit() or last in _NUMBER_WORDS
+
+
 def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -> int:
     """The silence (ms) that ends the caller's turn after saying ``text`` (the latest transcript):
     the maximum when it stops on an unfinished clause ("my card number is"), a hesitation, inside
@@ -216,8 +223,7 @@ def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -
     low, high = settings.endpointing_min_ms, settings.endpointing_max_ms
     if not words:
         return low
-    last = words[-1]
-    if last in _UNFINISHED_ENDINGS or last.isdigit() or last in _NUMBER_WORDS:
+    if ends_unfinished(words):
         return high
     if text.rstrip().endswith((",", "-", "...", "…")):
         return high

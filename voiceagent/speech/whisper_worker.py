@@ -70,6 +70,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from voiceagent.conversation.turn_taking import ends_unfinished
 from voiceagent.speech.log_mel import SAMPLE_RATE, log_mel
 from voiceagent.speech.whisper_queue import DecodeQueue, Kind, Request
 
@@ -179,15 +180,50 @@ def on_everyday_scale(logprob: float, frames: int) -> float:
     return logprob + QUICK_LOGPROB_SHIFT if frames == QUICK_WINDOW else logprob
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9']+")
+_NUMBERS: Final = frozenset(
+    {
+        "zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "hundred", "thousand", "double", "triple",
+    }
+)  # fmt: skip
+
+
+def _key(text: str) -> str:
+    return re.sub(r"[^a-z0-9 ]", "", text.lower()).strip()
+
+
 def collapse_repeats(text: str) -> str:
-    """``"I lost my card. I lost my card."`` -> ``"I lost my card."`` (a decoder stuck in a loop)."""
+    """The text without the decoder's loops: ``"I lost my card. I lost my card."`` ->
+    ``"I lost my card."``; a last sentence that only starts the previous one again (``"What can
+    you do for me? What"``, a short window's loop) is dropped; and a phrase said over and over
+    (``"My name is my name is."``) is kept once, unless it is all numbers (a code read out: "three
+    four three four"). A tail that leaves a clause open ("I see. I") may be the caller going on,
+    and is kept: the end of turn waits for it."""
     kept: list[str] = []
     for sentence in _SENTENCE.split(text.strip()):
-        key = re.sub(r"[^a-z0-9 ]", "", sentence.lower()).strip()
-        if kept and key and key == re.sub(r"[^a-z0-9 ]", "", kept[-1].lower()).strip():
+        key = _key(sentence)
+        if kept and key and key == _key(kept[-1]):
             continue
         kept.append(sentence)
-    return " ".join(kept)
+    tail = _key(kept[-1]).split() if len(kept) > 1 else []
+    if tail and _key(kept[-2]).split()[: len(tail)] == tail and not ends_unfinished(tail):
+        kept.pop()  # the decoder starting the sentence over (not "I see. I ...": a caller going on)
+    return _once(" ".join(kept))
+
+
+def _once(text: str) -> str:
+    """``text`` cut after the first of a phrase (2+ words, not all numbers) that it only repeats."""
+    tokens = list(_TOKEN.finditer(text))
+    words = [t.group().lower() for t in tokens]
+    for size in range(2, len(words) // 2 + 1):
+        phrase = words[:size]
+        if all(w in _NUMBERS or w.isdigit() for w in phrase):
+            continue
+        if all(w == phrase[i % size] for i, w in enumerate(words)):
+            end = tokens[size - 1].end()
+            return text[:end] + ("." if text.rstrip()[-1:] in ".?!" else "")
+    return text
 
 
 class Recognizer:

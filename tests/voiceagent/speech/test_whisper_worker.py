@@ -26,6 +26,7 @@ from voiceagent.speech.whisper_worker import (
     SHORT_WINDOW,
     Recognizer,
     _request,
+    collapse_repeats,
     decode_choice,
     domain_vocabulary,
     on_everyday_scale,
@@ -43,6 +44,26 @@ def test_the_domain_rescoring_never_prefers_a_hypothesis_for_a_word_it_left_out(
     assert pick_hypothesis([dropped, full], [-0.305, -0.300], vocabulary) == 1
     # a scenario word in place of another still wins a near-tie, as the rescoring is for
     assert pick_hypothesis(["my card won't go then", "my card was stolen"], [-0.30, -0.33], vocabulary) == 1
+
+
+@pytest.mark.parametrize(
+    ("heard", "kept"),
+    [
+        ("What can you do for me? What", "What can you do for me?"),
+        ("Can I talk to a real person? Can I talk", "Can I talk to a real person?"),
+        ("I lost my card. I lost my card.", "I lost my card."),
+        ("My name is my name is.", "My name is."),
+        ("My name is my name is my", "My name is"),
+        ("Three four three four.", "Three four three four."),  # a code read out
+        ("I want to, I want to block my card.", "I want to, I want to block my card."),
+        ("Bye bye.", "Bye bye."),
+        ("I see. I", "I see. I"),  # the caller may be going on: the end of turn waits
+        ("What time is it? What is the balance?", "What time is it? What is the balance?"),
+        ("", ""),
+    ],
+)
+def test_the_decoders_loops_are_cut(heard, kept):
+    assert collapse_repeats(heard) == kept
 
 
 def test_a_looping_hypothesis_gets_no_domain_share_for_the_scenario_words_it_repeats():
