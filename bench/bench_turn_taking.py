@@ -81,7 +81,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from turn_taking_corpus import Case, Synth, build_cases  # noqa: E402
+from turn_taking_corpus import OPTIONAL_KINDS, Case, Synth, build_cases  # noqa: E402
 from turn_taking_session import (  # noqa: E402
     LONG_ANSWER,
     SHORT_REPLY,
@@ -530,7 +530,8 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument(
         "--kinds",
-        help="only these case kinds, comma-separated (e.g. interrupt_echo,babble): a quick look at one",
+        help="only these case kinds, comma-separated (e.g. interrupt_echo,babble): a quick look at one;"
+        " question_opening (a question paused after its opening) is built only when asked for",
     )
     args = parser.parse_args()
     per_category = args.per_category or (2 if args.quick else 120)
@@ -538,7 +539,9 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="turn-taking-corpus-") as tmp:
         synth = Synth(Path(tmp))
         try:
-            cases = await build_cases(synth, per_category, seed=args.seed)
+            wanted = set(args.kinds.split(",")) if args.kinds else set()
+            optional = tuple(k for k in OPTIONAL_KINDS if k in wanted)
+            cases = await build_cases(synth, per_category, seed=args.seed, optional=optional)
         finally:
             await synth.close()
     if args.kinds:
