@@ -194,6 +194,23 @@ def test_a_possessive_short_phrase_waits_for_the_rest_of_the_sentence(text, wait
     assert endpoint_ms(text, SETTINGS, -0.1) == wait
 
 
+@pytest.mark.parametrize(
+    ("text", "wait"),
+    [
+        ("Can you tell me?", 1600),  # "can you tell me ... what my balance is"
+        ("Do you know?", 1600),
+        ("Can you check?", 1600),
+        ("Could you find out?", 1600),
+        ("Can you tell me my balance?", 500),
+        ("What do you know?", 1600),  # rare as a whole turn to a service agent: it waits
+        ("I know.", 500),  # a statement: whole
+        ("Let me check.", 500),
+    ],
+)
+def test_a_question_stopped_on_a_verb_wanting_its_object_waits_for_the_rest(text, wait):
+    assert endpoint_ms(text, SETTINGS, -0.1) == wait
+
+
 def test_words_whisper_only_guessed_at_are_noise_over_the_agent():
     from voiceagent.conversation.turn_taking import is_guess
 
