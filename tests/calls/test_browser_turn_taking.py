@@ -199,12 +199,18 @@ class Caller:
                 self.gain = 10 ** (db / 20) if db < 0 else 1.0
 
     async def wait(self, predicate, timeout: float = 30.0, after: float = 0.0) -> float:
-        async with asyncio.timeout(timeout):
-            while True:
-                for at, message in self.messages:
-                    if at >= after and predicate(message):
-                        return at
-                await asyncio.sleep(0.02)
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    for at, message in self.messages:
+                        if at >= after and predicate(message):
+                            return at
+                    await asyncio.sleep(0.02)
+        except TimeoutError:  # say what the caller did get: a rare failure must explain itself
+            kinds = ("transcript", "response", "error")
+            got = [m for m in self.since(after) if m["type"] in kinds]
+            said = [f"{m['type']}: {m.get('payload', {}).get('text')}" for m in got]
+            raise AssertionError(f"nothing awaited came within {timeout} s; the caller got: {said}") from None
 
     def playing_s(self) -> float:
         return len(self._playing) / 16000
