@@ -219,7 +219,12 @@ def ends_unfinished(words: list[str]) -> bool:
     """Do these (lower-case) words stop on a clause still going on ("... is", "... to", "I") or
     inside a number being read?"""
     last = words[-1] if words else ""
-    return last in _UNFINISHED_ENDINGS or last.isdigit() or last in _NUMBER_WORDS
+    return last in _UNFINISHED_ENDINGS or is_number(last)
+
+
+def is_number(word: str) -> bool:
+    """Is this (lower-case) word a number said or written ("seven", "7")?"""
+    return word.isdigit() or word in _NUMBER_WORDS
 
 
 def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -> int:

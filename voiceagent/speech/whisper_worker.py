@@ -70,7 +70,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from voiceagent.conversation.turn_taking import ends_unfinished
+from voiceagent.conversation.turn_taking import ends_unfinished, is_number
 from voiceagent.speech.log_mel import SAMPLE_RATE, log_mel
 from voiceagent.speech.whisper_queue import DecodeQueue, Kind, Request
 
@@ -181,12 +181,6 @@ def on_everyday_scale(logprob: float, frames: int) -> float:
 
 
 _TOKEN = re.compile(r"[A-Za-z0-9']+")
-_NUMBERS: Final = frozenset(
-    {
-        "zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-        "hundred", "thousand", "double", "triple",
-    }
-)  # fmt: skip
 
 
 def _key(text: str) -> str:
@@ -218,7 +212,7 @@ def _once(text: str) -> str:
     words = [t.group().lower() for t in tokens]
     for size in range(2, len(words) // 2 + 1):
         phrase = words[:size]
-        if all(w in _NUMBERS or w.isdigit() for w in phrase):
+        if all(is_number(w) for w in phrase):
             continue
         if all(w == phrase[i % size] for i, w in enumerate(words)):
             end = tokens[size - 1].end()
