@@ -56,6 +56,10 @@ CPU is inside ``engine_process``).
 
     nice -n 10 .venv/bin/python bench/bench_turn_taking.py [--quick] [--vad webrtc|silero|all]
         [--per-category 120] [--concurrency 8] [--seed 16] [--details FILE] [--kinds K1,K2]
+        [--pause-hint-ms 100] [--turn-model-ms 160]
+
+``--pause-hint-ms`` / ``--turn-model-ms`` move when, in a pause, the recogniser and the turn model
+are asked (an A/B of the engine's ``ListeningConfig``; the figures print the values used).
 
 120 cases per category (600 per VAD, ~16 min each on 2 cores): a rate's standard error is then
 about 2 points at 5 %, where 40 cases gave 3.4 (one case 2.5 points; seeds 16 and 17 at 40 per
@@ -66,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import os
@@ -405,6 +410,10 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
     await warm_tts(tts)
     settings = turn_taking(config)
     engine_config = settings_config(settings, config.VAD_SILENCE_TIMEOUT)
+    if args.pause_hint_ms is not None:  # an experiment: when the recogniser is asked at a pause
+        engine_config = dataclasses.replace(engine_config, pause_hint_ms=args.pause_hint_ms)
+    if args.turn_model_ms is not None:  # and when the turn model is
+        engine_config = dataclasses.replace(engine_config, turn_model_ms=args.turn_model_ms)
     registry = make_registry()
     gate = asyncio.Semaphore(args.concurrency)
     vads: list[TimedVAD] = []
@@ -533,6 +542,8 @@ async def main() -> None:
         help="only these case kinds, comma-separated (e.g. interrupt_echo,babble): a quick look at one;"
         " question_opening (a question paused after its opening) is built only when asked for",
     )
+    parser.add_argument("--pause-hint-ms", type=int, help="silence before the recogniser is asked (an A/B)")
+    parser.add_argument("--turn-model-ms", type=int, help="silence before the turn model is asked (an A/B)")
     args = parser.parse_args()
     per_category = args.per_category or (2 if args.quick else 120)
     config = load_config()
