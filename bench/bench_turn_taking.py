@@ -42,6 +42,8 @@ Figures per VAD (``*_rate`` over the valid cases of the category):
   before their speech ended);
 - ``end_of_turn_delay_ms`` p50/p99: end of speech -> the engine's end-of-turn decision
   (``turn_ended_at``), plain turns; the same after pause cases in ``..._after_pauses``;
+- ``wer_of_plain_and_paused_turns``: word error rate of the final transcripts of the plain and
+  pause cases against what was said (all, 16 kHz, 8 kHz): what a faster decode must not cost;
 - dead air, slow-tool turns (3-4 s tool): the gaps in the agent's audio (its playback clock:
   ``emit_audio`` start times and durations, cut at ``StopAudio``) between the end of the caller's
   turn and the end of the answer; ``dead_air_s_per_conversation`` = their mean total,
@@ -86,6 +88,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from offline_speech_corpus import edit_distance, normalise  # noqa: E402
 from turn_taking_corpus import OPTIONAL_KINDS, Case, Synth, build_cases  # noqa: E402
 from turn_taking_session import (  # noqa: E402
     LONG_ANSWER,
@@ -202,6 +205,8 @@ def judge(case: Case, rec: Record) -> dict:
             out["missed"] = first is None or first - onset > MISSED_AFTER_S
             out["answered"] = any(t >= onset - 0.05 for t in new_turns)
     elif case.category in ("pause", "plain"):
+        said, heard = normalise(case.text), normalise(" ".join(text for _, text in rec.finals))
+        out["word_errors"], out["words"] = edit_distance(said, heard), len(said)
         early = [t for t in rec.decisions if t < speech_end - 0.02]
         early_chat = [t for t, _ in rec.chat_calls if rec.caller_time(t) < speech_end]
         out["premature"] = bool(early or early_chat) or len(rec.finals) > 1
@@ -301,6 +306,20 @@ def rate(rows: list[dict], key: str) -> float | None:
     return round(sum(bool(r.get(key)) for r in rows) / len(rows), 4) if rows else None
 
 
+def word_error_rates(rows: list[dict]) -> dict[str, float | None]:
+    """What the recogniser made of the caller's words (every final transcript of the case against
+    the text said): a decoding change that saves time must not cost this (bench_offline_speech's
+    corpus uses other lines)."""
+
+    def wer(part: list[dict]) -> float | None:
+        words = sum(r["words"] for r in part)
+        return round(sum(r["word_errors"] for r in part) / words, 4) if words else None
+
+    scored = [r for r in rows if "words" in r]
+    by_rate = {str(rate): wer([r for r in scored if r["sample_rate"] == rate]) for rate in (16000, 8000)}
+    return {"all": wer(scored), **by_rate}
+
+
 def summarise(rows: list[dict]) -> dict[str, Any]:
     valid = [r for r in rows if not r["invalid"]]
     by = {c: [r for r in valid if r["category"] == c] for c in CATEGORIES}
@@ -351,6 +370,7 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
         "premature_end_of_plain_turn_rate": rate(plain, "premature"),
         "end_of_turn_delay_ms": {"p50": pct(delays, 50), "p99": pct(delays, 99), "n": len(delays)},
         "end_of_turn_delay_ms_after_pauses": {"p50": pct(paused_delays, 50), "p99": pct(paused_delays, 99)},
+        "wer_of_plain_and_paused_turns": word_error_rates(plain + pauses),
         "dead_air_s_per_conversation": round(statistics.mean(r["dead_air_s"] for r in tool), 3)
         if tool
         else None,

@@ -27,6 +27,7 @@ KEYS = {
     "settings",
     "turn_model",
     "stt_pause_hypothesis_ms",
+    "wer_of_plain_and_paused_turns",
 }
 
 
@@ -62,6 +63,9 @@ def test_the_bench_prints_one_json_line_per_vad_with_every_figure(tmp_path):
     assert result["settings"]["min_interruption_ms"] >= 0 and "webrtc" in result["settings"]["vad"]
     assert result["settings"]["turn_model"].startswith("smart-turn-v3.2")  # TURN_MODEL's default
     assert result["turn_model"]["calls"] >= 1
+    assert set(result["wer_of_plain_and_paused_turns"]) == {"all", "16000", "8000"}
     rows = json.loads(details.read_text())["webrtc"]
     assert {r["kind"] for r in rows} >= {"cough_click", "babble", "keyboard", "backchannel", "echo"}
     assert {r["sample_rate"] for r in rows} == {16000, 8000}
+    heard = [r for r in rows if r["category"] in ("plain", "pause") and not r["invalid"]]
+    assert heard and all(r["words"] > 0 and r["word_errors"] >= 0 for r in heard)
