@@ -110,6 +110,7 @@ LATE_S: Final = 0.3
 DOMAIN_WEIGHT: Final = 0.3  # of domain_score (0..2) against Whisper's mean token log-probability
 # words a second of audio (silence included) can hold: past it a hypothesis is the decoder looping
 MAX_WORDS_PER_S: Final = 5.0
+LOOPED_RUN: Final = 5  # one word this many times in a row: the decoder looping (collapse_repeats)
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
 
 
@@ -190,10 +191,10 @@ def _key(text: str) -> str:
 def collapse_repeats(text: str) -> str:
     """The text without the decoder's loops: ``"I lost my card. I lost my card."`` ->
     ``"I lost my card."``; a last sentence that only starts the previous one again (``"What can
-    you do for me? What"``, a short window's loop) is dropped; and a phrase said over and over
-    (``"My name is my name is."``) is kept once, unless it is all numbers (a code read out: "three
-    four three four"). A tail that leaves a clause open ("I see. I") may be the caller going on,
-    and is kept: the end of turn waits for it."""
+    you do for me? What"``, a short window's loop) is dropped; a phrase said over and over (``"My
+    name is my name is."``) is kept once, unless it is all numbers (a code read out: "three four
+    three four"). A tail that leaves a clause open ("I see. I") may be the caller going on, and is
+    kept: the end of turn waits for it."""
     kept: list[str] = []
     for sentence in _SENTENCE.split(text.strip()):
         key = _key(sentence)
@@ -204,6 +205,24 @@ def collapse_repeats(text: str) -> str:
     if tail and _key(kept[-2]).split()[: len(tail)] == tail and not ends_unfinished(tail):
         kept.pop()  # the decoder starting the sentence over (not "I see. I ...": a caller going on)
     return _once(" ".join(kept))
+
+
+def cut_word_loops(text: str) -> str:
+    """``text`` with each run of one word said :data:`LOOPED_RUN` times or more in a row kept once:
+    the decoder looping on a sound ("My pen is one nine eight seven seven seven ...", 48 sevens,
+    seed 17 at 16 kHz), digits too, since a code has at most four alike in a row ("one one one
+    one" is kept). Not for speech over the agent: there the loop itself says "noise"
+    (``turn_taking.is_hallucination``: "I'm just click click click click ...")."""
+    tokens = list(_TOKEN.finditer(text))
+    runs, start = [], 0
+    for i in range(1, len(tokens) + 1):
+        if i == len(tokens) or tokens[i].group().lower() != tokens[start].group().lower():
+            if i - start >= LOOPED_RUN:
+                runs.append((tokens[start], tokens[i - 1]))
+            start = i
+    for first, last in reversed(runs):
+        text = text[: first.end()] + text[last.end() :]
+    return text
 
 
 def _once(text: str) -> str:
@@ -389,6 +408,8 @@ def _decode_loop(
             continue
         took = time.monotonic() - began
         for r, (text, logprob) in zip(batch, answers, strict=True):
+            if not r.over_agent:
+                text = cut_word_loops(text)
             audio_s = len(r.payload[0]) / SAMPLE_RATE
             wait = began - r.queued_at
             send(f"R {r.id} {took:.4f} {audio_s:.4f} {logprob:.3f} {wait:.4f} {len(batch)} {beam} {text}")

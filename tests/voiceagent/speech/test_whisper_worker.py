@@ -15,7 +15,7 @@ from tests.voiceagent.speech.test_whisper_stt import espeak_16k
 from voiceagent.llm.rules import DIALOG_DIR
 from voiceagent.speech.vocabulary import build_prompt
 from voiceagent.speech.whisper_process import Skipped
-from voiceagent.speech.whisper_queue import Kind
+from voiceagent.speech.whisper_queue import DecodeQueue, Kind, Request
 from voiceagent.speech.whisper_stt import WhisperSTT, find_model
 from voiceagent.speech.whisper_worker import (
     BEAM,
@@ -25,8 +25,10 @@ from voiceagent.speech.whisper_worker import (
     QUICK_WINDOW,
     SHORT_WINDOW,
     Recognizer,
+    _decode_loop,
     _request,
     collapse_repeats,
+    cut_word_loops,
     decode_choice,
     domain_vocabulary,
     on_everyday_scale,
@@ -64,6 +66,38 @@ def test_the_domain_rescoring_never_prefers_a_hypothesis_for_a_word_it_left_out(
 )
 def test_the_decoders_loops_are_cut(heard, kept):
     assert collapse_repeats(heard) == kept
+
+
+@pytest.mark.parametrize(
+    ("heard", "kept"),
+    [
+        ("My pen is one nine eight" + " seven" * 48, "My pen is one nine eight seven"),  # seed 17
+        ("My code is seven seven seven seven seven seven.", "My code is seven."),
+        ("My code is one one one one.", "My code is one one one one."),  # four alike: a code
+        ("No no no no no no, the other card.", "No, the other card."),
+        ("", ""),
+    ],
+)
+def test_a_word_the_decoder_looped_on_is_kept_once(heard, kept):
+    assert cut_word_loops(heard) == kept
+
+
+def test_a_callers_turn_loses_the_decoders_loop_and_speech_over_the_agent_keeps_it():
+    """Over the agent the loop is what tells noise from words (is_hallucination)."""
+    looped = "I'm just click" + " click" * 6
+
+    class Looping:
+        def transcribe_batch(self, items, beam, frames):
+            return [(looped, -0.4) for _ in items]
+
+    queue, sent = DecodeQueue(), []
+    pcm = np.zeros(3200, "<i2")
+    queue.put(Request(1, Kind.FINAL, 1, payload=(pcm, ""), over_agent=False))
+    queue.put(Request(2, Kind.FINAL, 2, payload=(pcm, ""), over_agent=True))
+    queue.close()
+    _decode_loop(Looping(), queue, sent.append, 1)
+    texts = {line.split(" ")[1]: line.split(" ", 8)[8] for line in sent}
+    assert texts == {"1": "I'm just click", "2": looped}
 
 
 def test_a_looping_hypothesis_gets_no_domain_share_for_the_scenario_words_it_repeats():
