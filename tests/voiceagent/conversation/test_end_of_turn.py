@@ -92,6 +92,33 @@ def test_on_a_full_band_line_a_sure_model_outweighs_the_recognisers_doubt(
         assert narrow == 1600  # the doubt's wait, as before
 
 
+@pytest.mark.parametrize(
+    ("text", "probability", "expected"),
+    [
+        ("Can you freeze my card please?", 0.95, MODEL_MS),  # a whole question, a sure model
+        ("What time is it?", 0.9, MODEL_MS),  # four words are enough
+        ("Can you freeze my card please?", 0.79, 1600),  # a model not sure enough: the doubt's wait
+        ("Can you kick?", 0.97, 1600),  # a short question: the corpus's misheard "can you check ..."
+        ("Can you tell me about?", 0.97, 1600),  # unfinished words: the maximum
+        ("I want to block my card.", 0.97, 1600),  # not a question: the doubt's wait, as before
+    ],
+)
+def test_on_a_phone_line_a_sure_model_outweighs_the_doubt_about_a_whole_question(text, probability, expected):
+    """At 8 kHz tiny.en doubts many complete questions ("Can you freeze my card please?" -0.5,
+    "What time is it?" -1.15); the recogniser's doubt still holds statements and short questions,
+    whose mishearings of a fragment end the turn early."""
+    assert fused_endpoint_ms(text, SETTINGS, -1.04, probability, MODEL_MS, False, 2000) == expected
+
+
+def test_a_whole_question_on_a_phone_line_may_fill_its_voiced_frames_densely_but_not_absurdly():
+    """A phone line's VAD calls fewer frames voiced than a full band's: six words over 1.1 s of
+    them is a caller (5.5 a second, over the full band's 4.5); over 0.4 s it is the recogniser
+    writing more than was said."""
+    question = "Can you freeze my card please?"
+    assert fused_endpoint_ms(question, SETTINGS, -1.04, 0.95, MODEL_MS, False, 1100) == MODEL_MS
+    assert fused_endpoint_ms(question, SETTINGS, -1.04, 0.95, MODEL_MS, False, 400) == 1600
+
+
 # --- through the engine ------------------------------------------------------------------------------
 async def _silence_at_end(
     text: str,
