@@ -49,7 +49,6 @@ in: ~100 ms + the recogniser's decode, instead of ``VAD_SILENCE_TIMEOUT`` at the
 from __future__ import annotations
 
 import logging
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,6 +58,7 @@ from voiceagent.conversation.turn_taking import (
     TurnTaking,
     endpoint_ms,
     is_hallucination,
+    is_whole_question,
     opens_with_possessive,
 )
 
@@ -69,7 +69,6 @@ __all__ = [
     "PauseModel",
     "TurnModelListening",
     "fused_endpoint_ms",
-    "is_whole_question",
 ]
 
 logger = logging.getLogger("voiceagent.conversation")
@@ -81,18 +80,6 @@ HEARD_FRAMES = 400  # 8 s of 20 ms frames: what Smart Turn hears at most
 # doubt: a caller's words fit (~2-4), Whisper inventing a sentence for a fragment does not
 # ("the number is" at 16 kHz -> "That's all I'm gonna do.", the model 0.91: seed 16)
 PLAUSIBLE_WORDS_PER_S = 4.5
-# words a question needs for a sure model to outweigh the recogniser's doubt on a telephone band
-# (is_whole_question): the 3-word ones were the corpus's misheard openings ("Can you kick?")
-QUESTION_MIN_WORDS = 4
-_WORDS = re.compile(r"[a-z0-9']+")
-
-
-def is_whole_question(text: str) -> bool:
-    """A question of at least :data:`QUESTION_MIN_WORDS` words ("Can you freeze my card please?"):
-    on a telephone band, where the recogniser's doubt otherwise outweighs the model, such a turn
-    is ended by a sure model too. Its fragments came back as short questions ("Can you kick?" for
-    "can you check ..."), or as open ones the lexical rule holds ("Can you tell me?")."""
-    return text.rstrip().endswith("?") and len(_WORDS.findall(text.lower())) >= QUESTION_MIN_WORDS
 
 
 def fused_endpoint_ms(

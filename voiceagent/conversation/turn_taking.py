@@ -155,6 +155,19 @@ def is_hallucination(text: str, voiced_ms: int, max_words_per_s: float = MAX_WOR
 GUESS_LOGPROB = -1.0
 
 
+# words a question needs for a sure model to outweigh the recogniser's doubt on a telephone band
+# (is_whole_question): the 3-word ones were the corpus's misheard openings ("Can you kick?")
+QUESTION_MIN_WORDS = 4
+
+
+def is_whole_question(text: str) -> bool:
+    """A question of at least :data:`QUESTION_MIN_WORDS` words ("Can you freeze my card please?"):
+    on a telephone band, where the recogniser's doubt otherwise outweighs the model, such a turn
+    is ended by a sure model too. Its fragments came back as short questions ("Can you kick?" for
+    "can you check ..."), or as open ones the lexical rule holds ("Can you tell me?")."""
+    return text.rstrip().endswith("?") and len(_WORDS.findall(text.lower())) >= QUESTION_MIN_WORDS
+
+
 def opens_with_possessive(text: str) -> bool:
     """Does ``text`` open with a possessive ("My card is done.")? The shape of the recogniser's
     mishearings of a subject phrase the caller paused after (see :data:`SUBJECT_PHRASE_MAX_WORDS`)."""

@@ -110,7 +110,7 @@ LATE_S: Final = 0.3
 DOMAIN_WEIGHT: Final = 0.3  # of domain_score (0..2) against Whisper's mean token log-probability
 # words a second of audio (silence included) can hold: past it a hypothesis is the decoder looping
 MAX_WORDS_PER_S: Final = 5.0
-LOOPED_RUN: Final = 5  # one word this many times in a row: the decoder looping (collapse_repeats)
+LOOPED_RUN: Final = 5  # one word this many times in a row: the decoder looping (cut_word_loops)
 _SENTENCE = re.compile(r"(?<=[.?!])\s+")
 
 
