@@ -18,8 +18,11 @@ caller's pause (premature ends), by kind. A rule change is judged here first, th
 
     nice -n 10 .venv/bin/python bench/bench_end_of_turn_rule.py [--per-category 80] [--seed 16]
         [--details FILE]
+    .venv/bin/python bench/bench_end_of_turn_rule.py --from FILE
 
-~3 minutes for 80 a category (440 points) on two cores.
+~3 minutes for 80 a category (440 points) on two cores. ``--from`` takes a ``--details`` file
+and applies today's rule to its words, confidences and model answers again, in a second: a rule
+change is compared with the last on exactly the same decodes.
 """
 
 from __future__ import annotations
@@ -80,6 +83,31 @@ def points(cases: list, seed: int) -> list[dict[str, Any]]:
     return out
 
 
+def rejudge(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (a ``--details`` file's) with each wait given again by today's rule."""
+    from voiceagent.conversation.end_of_turn import fused_endpoint_ms
+    from voiceagent.conversation.turn_taking import TurnTaking
+
+    settings, at_ms = TurnTaking(), round(MODEL_S * 1000)
+    return [
+        {**r, "wait_ms": fused_endpoint_ms(r["text"], settings, r["logprob"], r["probability"], at_ms,
+                                           not r["phone"], r["voiced_ms"])}
+        for r in rows
+    ]  # fmt: skip
+
+
+def report(rows: list[dict[str, Any]], seed: int | None) -> str:
+    return json.dumps(
+        {
+            "bench": "end_of_turn_rule",
+            "seed": seed,
+            "points": len(rows),
+            "by_sample_rate": judge(rows),
+            "settings": {"pause_hint_ms": round(HINT_S * 1000), "turn_model_ms": round(MODEL_S * 1000)},
+        }
+    )
+
+
 def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     from voiceagent.conversation.turn_taking import TurnTaking
 
@@ -103,6 +131,8 @@ def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "complete_ended_within_min": round(
                 sum(w <= settings.endpointing_min_ms for w in waits) / max(1, len(waits)), 3
             ),
+            # ended as soon as both answers were in (the words at the hint, the model at its ask)
+            "complete_ended_at_once": round(sum(w <= MODEL_S * 1000 for w in waits) / max(1, len(waits)), 3),
             "fragments": len(fragments),
             "fragments_ended_early": len(early),
             "fragments_ended_early_by_kind": by_kind,
@@ -116,12 +146,14 @@ async def main() -> None:
     parser.add_argument("--per-category", type=int, default=80)
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--details", type=Path, help="every point: words, confidence, model, wait (JSON)")
+    parser.add_argument("--from", dest="source", type=Path, help="a --details file: its decodes, this rule")
     args = parser.parse_args()
+    if args.source:
+        print(report(rejudge(json.loads(args.source.read_text())), None), flush=True)
+        return
 
     import voiceagent  # noqa: F401  (its thread policy before numpy's first use in a model)
     from voiceagent.config import load_config
-    from voiceagent.conversation.end_of_turn import fused_endpoint_ms
-    from voiceagent.conversation.turn_taking import TurnTaking
     from voiceagent.llm.rules import DIALOG_DIR
     from voiceagent.speech.turn_model import SmartTurnModel
     from voiceagent.speech.vocabulary import build_prompt
@@ -132,32 +164,18 @@ async def main() -> None:
     stops = points(cases, args.seed)
     recognizer = Recognizer(str(WhisperSTT.from_config(load_config()).model_dir), 1)
     model = SmartTurnModel()
-    prompt, settings = build_prompt(DIALOG_DIR), TurnTaking()
-    at_ms = round(MODEL_S * 1000)
-    rows = []
+    prompt = build_prompt(DIALOG_DIR)
+    decoded = []
     for point in stops:
         [(text, logprob)] = recognizer.transcribe_batch([(point["hint"], prompt)], BEAM, QUICK_WINDOW)
         probability = model.score(point["model"])
-        wait = fused_endpoint_ms(
-            text, settings, logprob, probability, at_ms, not point["phone"], point["voiced_ms"]
-        )
         keep = ("case", "kind", "group", "phone", "gap_ms", "voiced_ms")
-        rows.append({**{k: point[k] for k in keep}, "text": text, "logprob": round(logprob, 3),
-                     "probability": round(probability, 3), "wait_ms": wait})  # fmt: skip
+        decoded.append({**{k: point[k] for k in keep}, "text": text, "logprob": round(logprob, 3),
+                        "probability": round(probability, 3)})  # fmt: skip
+    rows = rejudge(decoded)
     if args.details:
         args.details.write_text(json.dumps(rows, indent=0))
-    print(
-        json.dumps(
-            {
-                "bench": "end_of_turn_rule",
-                "seed": args.seed,
-                "points": len(rows),
-                "by_sample_rate": judge(rows),
-                "settings": {"pause_hint_ms": round(HINT_S * 1000), "turn_model_ms": at_ms},
-            }
-        ),
-        flush=True,
-    )
+    print(report(rows, args.seed), flush=True)
 
 
 if __name__ == "__main__":

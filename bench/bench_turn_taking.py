@@ -75,6 +75,7 @@ import asyncio
 import dataclasses
 import importlib.util
 import json
+import logging
 import os
 import random
 import statistics
@@ -564,7 +565,15 @@ async def main() -> None:
     )
     parser.add_argument("--pause-hint-ms", type=int, help="silence before the recogniser is asked (an A/B)")
     parser.add_argument("--turn-model-ms", type=int, help="silence before the turn model is asked (an A/B)")
+    parser.add_argument(
+        "--cases", help="only these case ids, comma-separated (e.g. backchannel-6): one case again"
+    )
+    parser.add_argument("--log-level", help="the engine's log on stderr (DEBUG: what each verdict heard)")
     args = parser.parse_args()
+    if args.log_level:
+        logging.basicConfig(
+            level=args.log_level.upper(), format="%(relativeCreated)7.0f %(name)s %(message)s"
+        )
     per_category = args.per_category or (2 if args.quick else 120)
     config = load_config()
     with tempfile.TemporaryDirectory(prefix="turn-taking-corpus-") as tmp:
@@ -581,6 +590,8 @@ async def main() -> None:
         if unknown:
             parser.error(f"no cases of kind {', '.join(sorted(unknown))}")
         cases = [case for case in cases if case.kind in wanted]
+    if args.cases:
+        cases = [case for case in cases if case.id in set(args.cases.split(","))]
     random.Random(args.seed).shuffle(cases)  # categories mixed over the run
     details: dict[str, Any] = {}
     from proc_cpu import python_speed

@@ -32,3 +32,16 @@ def test_a_fragment_counts_as_ended_early_only_when_its_wait_is_shorter_than_the
     assert full["fragments_ended_early_by_kind"] == {"mid_sentence": "1/2"}
     assert phone["complete_ended_within_min"] == 0.0 and phone["fragments_ended_early"] == 0
     assert phone["fragments_ended_early_by_kind"] == {"digits": "0/1"}
+
+
+def test_a_details_file_is_judged_again_by_todays_rule():
+    decoded = {"phone": False, "voiced_ms": 1500, "group": "complete", "kind": "plain", "gap_ms": None}
+    decoded["wait_ms"] = 9  # what the rule said when the file was written
+    rows = [
+        {**decoded, "text": "Can you freeze my card please?", "logprob": -0.2, "probability": 0.95},
+        {**decoded, "text": "My card number is", "logprob": -0.2, "probability": 0.95},
+    ]
+    sure, unfinished = bench.rejudge(rows)
+    assert sure["wait_ms"] == 160  # the model's own pause: the words and the model agree
+    assert unfinished["wait_ms"] == 1600  # unfinished words wait the maximum whatever the model says
+    assert bench.judge([sure])["16000"]["complete_ended_at_once"] == 1.0

@@ -36,6 +36,7 @@ transcript and the length rule. A ``StopAudio`` ends a duck on every wire; any o
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,8 @@ __all__ = [
     "QUIET_MS",
     "CascadeDucking",
 ]
+
+logger = logging.getLogger("voiceagent.conversation")
 
 DUCK_GAIN_DB = -20.0  # the agent under a caller whose words are not known yet: heard, not in the way
 # speech over the agent this long ducks it (or min_interruption_ms, when that is shorter): the caller
@@ -224,7 +227,14 @@ class CascadeDucking:
             return
         duck.asking -= 1
         text = text.strip()
-        if text and not self._over_agent_noise(utterance, text, logprob):
+        noise = not text or self._over_agent_noise(utterance, text, logprob)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "%s: over the agent, %d ms in (%d voiced): %r at %s: %s", self.session_id,
+                utterance.over_agent_ms - duck.onset_ms, utterance.voiced_frames * self.config.frame_ms,
+                text, logprob if logprob is None else round(logprob, 2), "noise" if noise else "words",
+            )  # fmt: skip
+        if not noise:
             if utterance.over_agent_ms - duck.onset_ms >= self._turn.min_interruption_ms:
                 self._interruption(utterance)
             else:  # shorter than min_interruption_ms: it stops the agent once it is that long

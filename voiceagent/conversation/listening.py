@@ -301,8 +301,9 @@ class CascadeListening(TurnModelListening):
         self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
-                "end of turn after %d ms of silence: %s", self._silence_ms, self._end_reason(utterance)
-            )
+                "%s: end of turn after %d ms of silence: %s",
+                self.session_id, self._silence_ms, self._end_reason(utterance),
+            )  # fmt: skip
         heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
         timing = self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
         if utterance.final_text is not None and utterance.hint_asked_at is not None:

@@ -5,6 +5,7 @@ stops it and the history keeps only what was heard. Scripted providers; no timin
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from enginekit import SILENCE, TONE, Harness
 
@@ -51,6 +52,19 @@ async def test_a_backchannel_ducks_the_agent_and_it_goes_on_without_a_gap_or_a_r
     assert abs(answer_audio_s(h, rid) - 4.0) < 1e-6  # the whole answer, once, on the playback clock
     turns = [(t.role, t.content) for t in h.store.turns["s1"]][1:]  # after the greeting
     assert turns == [("user", "tell me a story"), ("assistant", STORY)]  # "uh-huh" took no turn
+
+
+async def test_each_verdict_on_speech_over_the_agent_says_at_debug_level_what_it_heard(caplog):
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    with caplog.at_level(logging.DEBUG, logger="voiceagent.conversation"):
+        async with Harness(script=[STORY], texts=["tell me a story", "uh-huh"], tts=tts) as h:
+            h.stt.on_demand = True
+            await talking(h)
+            await over_the_agent(h, speech_frames=25)
+            await h.idle(timeout=8)
+    said = [r.getMessage() for r in caplog.records if ": over the agent, " in r.getMessage()]
+    assert said, "no verdict logged"
+    assert all(m.startswith("s1: ") and "'uh-huh'" in m and m.endswith(": noise") for m in said), said
 
 
 async def test_without_hypotheses_on_demand_the_final_transcript_restores_the_gain():

@@ -171,7 +171,7 @@ async def test_a_turn_the_model_hears_complete_ends_at_the_first_pause():
 async def test_each_end_of_turn_says_at_debug_level_what_it_waited_on(caplog):
     with caplog.at_level(logging.DEBUG, logger="voiceagent.conversation"):
         assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.97)) == MODEL_MS
-    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("end of turn after")]
+    said = [r.getMessage() for r in caplog.records if ": end of turn after " in r.getMessage()]
     assert len(said) == 1 and "wait 160 ms" in said[0] and "model 0.97" in said[0], said
 
 
