@@ -26,7 +26,7 @@ with less), and the two decide:
 - without a model answer (none configured, missing, failed, its queue full): the lexical rule
   alone, as before.
 
-A sure model and doubted words: on a full-band line (and for whole questions). Letting a sure model (>=
+A sure model and doubted words: on a full-band line (and for whole sentences). Letting a sure model (>=
 :data:`COMPLETE`) outweigh the recogniser's doubt about complete-sounding words on every line (espeak's
 "hello there" comes back as "Hello there." at -1.04 and waited the maximum) made 10 % of seed 16's
 pauses end early (bench_turn_taking, webrtc, 40 a category): at 8 kHz "the number is ..." comes back
@@ -35,11 +35,15 @@ complete - there the recogniser's doubt is the only thing that catches them. So 
 heard (:mod:`voiceagent.conversation.line_band`) and the model outweighs the doubt only on a full
 band, and only for words that fit the speech heard (:data:`PLAUSIBLE_WORDS_PER_S`) and do not open
 with a possessive (the two 16 kHz mishearings the full-band override ended early on seeds 16 and 17).
-On a telephone band a whole question (:func:`is_whole_question`: "?" and 4 words or more) is let
-through as well: offline, on the corpus's plain turns and question openings decoded as the engine
-does (seeds 16 and 17, 80 a category), the phone-band complete turns ended within 500 ms went
-0.167 -> 0.283 and 0.133 -> 0.217 with no more fragments ended early (1/120, 2/120); letting every
-question through (3-word ones too) ended "can you check ..." misheard as "Can you kick?" (seed 17).
+On a telephone band a whole sentence is let through as well (:func:`_outweighs_doubt`): a question
+of 4 words or more, or a statement of 5 or more the recogniser is not guessing at (not below
+``UNSURE_LOGPROB``). Offline (``bench_end_of_turn_rule``: the corpus's plain turns and pauses
+decoded as the engine does, seeds 16 and 17, 80 a category), whole questions took the phone-band
+complete turns ended within 500 ms 0.167 -> 0.283 and 0.133 -> 0.217; statements then (with the
+copula rule of ``turn_taking.closes_embedded_question``) 0.23 -> 0.40 and 0.23 -> 0.36, ended at
+once 0.18 -> 0.34 and 0.17 -> 0.30, with no more fragments ended early (1/120 each). Letting every
+question through (3-word ones too) ended "can you check ..." misheard as "Can you kick?", and
+4-word statements "my name is ..." misheard as "No, no, I'm married." (seed 17).
 
 The words are waited for whenever the recogniser was asked (``hint_pending``): the model never
 ends a turn on audio alone while a hypothesis is on its way, so the decision comes when both are
@@ -55,10 +59,12 @@ from typing import TYPE_CHECKING, Any
 
 from voiceagent.conversation.providers import TurnModel
 from voiceagent.conversation.turn_taking import (
+    UNSURE_LOGPROB,
     TurnTaking,
     endpoint_ms,
     is_hallucination,
     is_whole_question,
+    is_whole_statement,
     opens_with_possessive,
 )
 
@@ -94,22 +100,17 @@ def fused_endpoint_ms(
     """The silence (ms) that ends the turn after ``text``, given the turn model's ``probability``
     that it is complete (None: no model answer for this pause) asked at ``asked_at_ms`` of
     silence. Never shorter than the lexical rule when the words are unfinished, nor when they are
-    unsure on a telephone band; on a full band (``wideband``), or for a whole question
-    (:func:`is_whole_question`) on any band, a sure model outweighs the recogniser's doubt about
-    complete-sounding words that fit the ``voiced_ms`` of speech heard and do not open with a
-    possessive (doubted, that is the shape of a misheard subject phrase: "my
-    card number is ..." -> "My card is done." at 16 kHz, the model 0.93: seed 17)."""
+    unsure on a telephone band; on a full band (``wideband``), or for a whole sentence
+    (:func:`is_whole_question`, :func:`is_whole_statement`), a sure model outweighs the
+    recogniser's doubt about complete-sounding words that fit the ``voiced_ms`` of speech heard
+    and do not open with a possessive (doubted, that is the shape of a misheard subject phrase:
+    "my card number is ..." -> "My card is done." at 16 kHz, the model 0.93: seed 17)."""
     lexical = endpoint_ms(text, settings, logprob)
     if (
         probability is not None
         and probability >= COMPLETE
         and lexical > settings.endpointing_min_ms
-        and not opens_with_possessive(text)
-        and (
-            (wideband and not is_hallucination(text, voiced_ms, PLAUSIBLE_WORDS_PER_S))
-            # the phone band's VAD hears fewer voiced frames: only the recogniser's loops count
-            or (is_whole_question(text) and not is_hallucination(text, voiced_ms))
-        )
+        and _outweighs_doubt(text, logprob, wideband, voiced_ms)
     ):
         lexical = min(lexical, endpoint_ms(text, settings, None))  # the words alone: complete or not
     if probability is None or lexical > settings.endpointing_min_ms:
@@ -120,6 +121,23 @@ def fused_endpoint_ms(
         return max(lexical, (settings.endpointing_min_ms + settings.endpointing_max_ms) // 2)
     doubt = min(1.0, max(0.0, (COMPLETE - probability) / (COMPLETE - DOUBTFUL)))
     return asked_at_ms + round((lexical - asked_at_ms) * doubt)
+
+
+def _outweighs_doubt(text: str, logprob: float | None, wideband: bool, voiced_ms: int) -> bool:
+    """May a sure model outweigh the recogniser's doubt about these complete-sounding words? Not
+    when they open with a possessive; on a full band when they fit the speech heard; for a whole
+    question on any band, and a whole statement the recogniser is not guessing at on a telephone
+    band, when they are not its loop (that band's VAD hears fewer voiced frames). A full band's
+    statements keep the stricter fit: "the number is" came back as "That's all I'm gonna do." there,
+    the model 0.91; on a phone line that was at -0.9."""
+    if opens_with_possessive(text):
+        return False
+    if wideband and not is_hallucination(text, voiced_ms, PLAUSIBLE_WORDS_PER_S):
+        return True
+    whole = is_whole_question(text) or (
+        not wideband and is_whole_statement(text) and (logprob is None or logprob >= UNSURE_LOGPROB)
+    )
+    return whole and not is_hallucination(text, voiced_ms)
 
 
 @dataclass

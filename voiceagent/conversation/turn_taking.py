@@ -155,9 +155,14 @@ def is_hallucination(text: str, voiced_ms: int, max_words_per_s: float = MAX_WOR
 GUESS_LOGPROB = -1.0
 
 
-# words a question needs for a sure model to outweigh the recogniser's doubt on a telephone band
-# (is_whole_question): the 3-word ones were the corpus's misheard openings ("Can you kick?")
+# words a sentence needs for a sure model to outweigh the recogniser's doubt on a telephone band
+# (is_whole_question, is_whole_statement): a caller's pause comes after an opening ("my card number
+# is", "i was born on", "can you check"), which at 8 kHz comes back as a short confident sentence
+# ("Can you kick?", "I went born long.", "No, no, I'm married."): on bench_end_of_turn_rule (seeds
+# 16 and 17, 80 a category) no fragment a sure model would end was a question of 4 words or more or
+# a statement of 5 or more; 3-word questions and 4-word statements ended 1 and 2 more early
 QUESTION_MIN_WORDS = 4
+STATEMENT_MIN_WORDS = 5
 
 
 def is_whole_question(text: str) -> bool:
@@ -166,6 +171,14 @@ def is_whole_question(text: str) -> bool:
     is ended by a sure model too. Its fragments came back as short questions ("Can you kick?" for
     "can you check ..."), or as open ones the lexical rule holds ("Can you tell me?")."""
     return text.rstrip().endswith("?") and len(_WORDS.findall(text.lower())) >= QUESTION_MIN_WORDS
+
+
+def is_whole_statement(text: str) -> bool:
+    """Another sentence of at least :data:`STATEMENT_MIN_WORDS` words ("No thank you, that's
+    all."): on a telephone band a sure model ends it too, when the recogniser is not guessing
+    (:mod:`voiceagent.conversation.end_of_turn`). "i was born on ..." came back shorter ("I went
+    born long.")."""
+    return not text.rstrip().endswith("?") and len(_WORDS.findall(text.lower())) >= STATEMENT_MIN_WORDS
 
 
 def opens_with_possessive(text: str) -> bool:
@@ -228,6 +241,28 @@ _NUMBER_WORDS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 
+# A question that ends on a copula whose subject sits between a wh-word and it closes an embedded
+# question ("Can you tell me what my balance is?", "Do you know where it is?"): whole, though "is"
+# ends an unfinished clause everywhere else. Before this, all 15 such turns of bench_end_of_turn_rule
+# (seeds 16 and 17, 80 a category) waited the maximum. "What is?" (the opening of "what is the fee
+# ..."), "What time is?" and "... where is?" have no subject there, and still wait.
+_WH_WORDS: frozenset[str] = frozenset(
+    {"what", "where", "who", "whom", "whose", "which", "how", "when", "why"}
+)
+_COPULAS: frozenset[str] = frozenset({"is", "are", "was", "were", "am"})
+_PRONOUNS: frozenset[str] = frozenset({"it", "he", "she", "they", "we", "you", "i", "that", "this", "one"})
+
+
+def closes_embedded_question(text: str, words: list[str]) -> bool:
+    """Does ``text`` (its lower-case ``words``) end a question on a copula after the subject of an
+    embedded wh-clause ("... what my balance is?")?"""
+    if not text.rstrip().endswith("?") or len(words) < 3 or words[-1] not in _COPULAS:
+        return False
+    wh = max((i for i, word in enumerate(words[:-1]) if word in _WH_WORDS), default=-1)
+    subject = words[wh + 1 : -1]
+    return wh >= 0 and (len(subject) >= 2 or (len(subject) == 1 and subject[0] in _PRONOUNS))
+
+
 def ends_unfinished(words: list[str]) -> bool:
     """Do these (lower-case) words stop on a clause still going on ("... is", "... to", "I") or
     inside a number being read?"""
@@ -253,7 +288,7 @@ def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -
     low, high = settings.endpointing_min_ms, settings.endpointing_max_ms
     if not words:
         return low
-    if ends_unfinished(words):
+    if ends_unfinished(words) and not closes_embedded_question(text, words):
         return high
     if text.rstrip().endswith((",", "-", "...", "…")):
         return high

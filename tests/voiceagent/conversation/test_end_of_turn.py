@@ -18,7 +18,7 @@ from voiceagent.conversation.end_of_turn import fused_endpoint_ms
 from voiceagent.conversation.engine import Conversation, EngineConfig
 from voiceagent.conversation.session import InMemorySessionStore
 from voiceagent.conversation.testing import EnergyVAD, InstantTTS, ScriptedChat, ScriptedSTT, StaticDirectory
-from voiceagent.conversation.turn_taking import TurnTaking
+from voiceagent.conversation.turn_taking import TurnTaking, endpoint_ms
 
 SETTINGS = TurnTaking(endpointing_min_ms=500, endpointing_max_ms=1600)
 MODEL_MS = 160  # the pause at which the model is asked (ListeningConfig.turn_model_ms)
@@ -44,6 +44,9 @@ class ScriptedTurnModel:
 
 
 # --- the fusion rule ---------------------------------------------------------------------------------
+DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its confidence)
+
+
 @pytest.mark.parametrize(
     ("text", "logprob", "probability", "expected"),
     [
@@ -62,6 +65,9 @@ def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
     assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS) == expected
     if logprob >= -0.3:  # sure words: the line's band changes nothing
         assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, True, 2000) == expected
+
+
+DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its confidence)
 
 
 @pytest.mark.parametrize(
@@ -92,22 +98,45 @@ def test_on_a_full_band_line_a_sure_model_outweighs_the_recognisers_doubt(
         assert narrow == 1600  # the doubt's wait, as before
 
 
+DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its confidence)
+
+
 @pytest.mark.parametrize(
-    ("text", "probability", "expected"),
+    ("text", "logprob", "probability", "expected"),
     [
-        ("Can you freeze my card please?", 0.95, MODEL_MS),  # a whole question, a sure model
-        ("What time is it?", 0.9, MODEL_MS),  # four words are enough
-        ("Can you freeze my card please?", 0.79, 1600),  # a model not sure enough: the doubt's wait
-        ("Can you kick?", 0.97, 1600),  # a short question: the corpus's misheard "can you check ..."
-        ("Can you tell me about?", 0.97, 1600),  # unfinished words: the maximum
-        ("I want to block my card.", 0.97, 1600),  # not a question: the doubt's wait, as before
+        ("Can you freeze my card please?", -1.04, 0.95, MODEL_MS),  # a whole question, a sure model
+        ("What time is it?", -1.15, 0.9, MODEL_MS),  # four words are enough
+        ("Can you freeze my card please?", -1.04, 0.79, DOUBT),  # a model not sure enough
+        ("Can you kick?", -0.6, 0.97, DOUBT),  # a short question: the corpus's misheard "can you check"
+        ("Can you tell me about?", -0.6, 0.97, 1600),  # unfinished words: the maximum
+        ("No thank you, that's all.", -0.6, 0.95, MODEL_MS),  # a statement of five words or more
+        ("I think my account was hacked.", -0.5, 0.96, MODEL_MS),
+        ("That's all I'm gonna do.", -0.9, 0.95, DOUBT),  # a statement below UNSURE_LOGPROB: a guess
+        ("No, no, I'm married.", -0.6, 0.97, DOUBT),  # four words: the corpus's misheard "my name is"
+        ("I went born long.", -0.6, 0.97, DOUBT),  # "i was born on ..."
+        ("My card was stolen last night.", -0.6, 0.97, DOUBT),  # a possessive opening
     ],
 )
-def test_on_a_phone_line_a_sure_model_outweighs_the_doubt_about_a_whole_question(text, probability, expected):
-    """At 8 kHz tiny.en doubts many complete questions ("Can you freeze my card please?" -0.5,
-    "What time is it?" -1.15); the recogniser's doubt still holds statements and short questions,
-    whose mishearings of a fragment end the turn early."""
-    assert fused_endpoint_ms(text, SETTINGS, -1.04, probability, MODEL_MS, False, 2000) == expected
+def test_on_a_phone_line_a_sure_model_outweighs_the_doubt_about_a_whole_sentence(
+    text, logprob, probability, expected
+):
+    """At 8 kHz tiny.en doubts many complete turns ("Can you freeze my card please?" -0.5, "What
+    time is it?" -1.15, "No thank you, that's all." -0.6); its doubt still holds short questions
+    and statements, the shape of its mishearings of a fragment, and statements it guessed at."""
+    wait = fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, False, 2000)
+    doubt = endpoint_ms(text, SETTINGS, logprob)
+    assert doubt > 500 and wait == (doubt if expected is DOUBT else expected), wait
+
+
+def test_on_a_full_band_a_statement_the_recogniser_doubts_must_fit_the_speech_heard():
+    """A full band keeps its stricter fit for statements (4.5 words a voiced second): "the number
+    is" came back as "That's all I'm gonna do." there; a question is let through as on a phone."""
+    statement, question = "I think my account was hacked.", "Can you freeze my card please?"
+    assert fused_endpoint_ms(statement, SETTINGS, -0.6, 0.95, MODEL_MS, True, 1000) == endpoint_ms(
+        statement, SETTINGS, -0.6
+    )  # six words in a voiced second: the doubt's wait
+    assert fused_endpoint_ms(statement, SETTINGS, -0.6, 0.95, MODEL_MS, False, 1000) == MODEL_MS
+    assert fused_endpoint_ms(question, SETTINGS, -0.6, 0.95, MODEL_MS, True, 1000) == MODEL_MS
 
 
 def test_a_whole_question_on_a_phone_line_may_fill_its_voiced_frames_densely_but_not_absurdly():

@@ -211,6 +211,23 @@ def test_a_question_stopped_on_a_verb_wanting_its_object_waits_for_the_rest(text
     assert endpoint_ms(text, SETTINGS, -0.1) == wait
 
 
+@pytest.mark.parametrize(
+    ("text", "wait"),
+    [
+        ("Can you tell me what my balance is?", 500),  # an embedded question, closed by its copula
+        ("Do you know where the branch is?", 500),
+        ("Do you know where it is?", 500),
+        ("What is?", 1600),  # the opening of "what is the fee for a transfer"
+        ("What time is?", 1600),  # no subject before the copula
+        ("But how I'm where is?", 1600),
+        ("Can you tell me what my balance is", 1600),  # not written as a question: it may go on
+        ("My card number is?", 1600),
+    ],
+)
+def test_a_question_ending_on_its_embedded_clauses_copula_is_whole(text, wait):
+    assert endpoint_ms(text, SETTINGS, -0.1) == wait
+
+
 def test_words_whisper_only_guessed_at_are_noise_over_the_agent():
     from voiceagent.conversation.turn_taking import is_guess
 
