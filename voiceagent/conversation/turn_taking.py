@@ -231,6 +231,19 @@ OPEN_QUESTION_ENDINGS: tuple[tuple[str, ...], ...] = (
     ("tell", "me"), ("tell", "us"), ("show", "me"), ("give", "me"), ("send", "me"), ("check",),
     ("know",), ("find",), ("find", "out"), ("look", "up"), ("explain",),
 )  # fmt: skip
+# A question's opening at 8 kHz also comes back as a statement ("Do you know." for "do you know when
+# the branch opens") or with its verb misheard and alone ("Can you kick?", "Can you care?" for "can
+# you check my savings account"): on bench_end_of_turn_rule's seed 19 (not the seeds the rules were
+# fitted on) these ended 5 of the phone band's 20 question openings early, and 2 on seed 16. A
+# sentence that opens as a question (an auxiliary, then its subject) is one whatever its
+# punctuation; "<modal> you <verb>?" with nothing after the verb waits unless the verb asks for
+# nothing more ("Can you help?").
+_QUESTION_AUXILIARIES: frozenset[str] = frozenset({"do", "does", "did", "can", "could", "would", "will"})
+_QUESTION_SUBJECTS: frozenset[str] = frozenset({"you", "i", "we"})
+_MODALS: frozenset[str] = frozenset({"can", "could", "would", "will"})
+_WHOLE_BARE_VERBS: frozenset[str] = frozenset(
+    {"help", "hear", "repeat", "wait", "hold", "stop", "speak", "talk", "continue", "hurry", "see", "try"}
+)
 _NUMBER_WORDS: frozenset[str] = frozenset(
     {
         "zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -261,6 +274,17 @@ def closes_embedded_question(text: str, words: list[str]) -> bool:
     wh = max((i for i, word in enumerate(words[:-1]) if word in _WH_WORDS), default=-1)
     subject = words[wh + 1 : -1]
     return wh >= 0 and (len(subject) >= 2 or (len(subject) == 1 and subject[0] in _PRONOUNS))
+
+
+def is_open_question(text: str, words: list[str]) -> bool:
+    """Is ``text`` (its lower-case ``words``) a question stopped on a verb still wanting its object
+    ("Can you tell me?", "Do you know.", "Can you kick?")?"""
+    opens_as_one = len(words) >= 2 and words[0] in _QUESTION_AUXILIARIES and words[1] in _QUESTION_SUBJECTS
+    if not (text.rstrip().endswith("?") or opens_as_one):
+        return False
+    if any(tuple(words[-len(e) :]) == e for e in OPEN_QUESTION_ENDINGS):
+        return True
+    return len(words) == 3 and words[0] in _MODALS and words[1] == "you" and words[2] not in _WHOLE_BARE_VERBS
 
 
 def ends_unfinished(words: list[str]) -> bool:
@@ -294,7 +318,7 @@ def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -
         return high
     if len(words) <= SUBJECT_PHRASE_MAX_WORDS and words[0] in _POSSESSIVES:
         return high
-    if text.rstrip().endswith("?") and any(tuple(words[-len(e) :]) == e for e in OPEN_QUESTION_ENDINGS):
+    if is_open_question(text, words):
         return high
     if logprob is None or logprob >= SURE_LOGPROB or high <= low:
         return low

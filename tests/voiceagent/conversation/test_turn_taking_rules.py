@@ -205,6 +205,13 @@ def test_a_possessive_short_phrase_waits_for_the_rest_of_the_sentence(text, wait
         ("What do you know?", 1600),  # rare as a whole turn to a service agent: it waits
         ("I know.", 500),  # a statement: whole
         ("Let me check.", 500),
+        ("Do you know.", 1600),  # "do you know when ..." written as a statement at 8 kHz
+        ("Can you kick?", 1600),  # "can you check ..." with its verb misheard and alone
+        ("Can you care?", 1600),
+        ("Can you help?", 500),  # a verb that asks for nothing more
+        ("Could you repeat it?", 500),
+        ("How are you?", 500),  # no modal and "you": whole
+        ("You know.", 500),  # no question opening
     ],
 )
 def test_a_question_stopped_on_a_verb_wanting_its_object_waits_for_the_rest(text, wait):
