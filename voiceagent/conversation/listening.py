@@ -144,6 +144,8 @@ class CascadeListening(TurnModelListening):
 
         def _over_agent_noise(self, utterance: _Utterance, text: str, logprob: float | None) -> bool: ...
 
+        def _duck_decides(self, utterance: _Utterance) -> bool: ...
+
         def _restore_duck(self, of: _Utterance | None = None) -> None: ...
 
         def _resume_answer(self, heard: str) -> None: ...
@@ -474,6 +476,7 @@ class CascadeListening(TurnModelListening):
                 utterance.over_agent_ms
                 and self._held is None
                 and text
+                and not self._duck_decides(utterance)
                 and not is_backchannel(text)
                 and not is_hallucination(text, utterance.voiced_frames * self.config.frame_ms)
                 and self._foreground(utterance)

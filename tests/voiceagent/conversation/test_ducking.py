@@ -67,6 +67,26 @@ async def test_each_verdict_on_speech_over_the_agent_says_at_debug_level_what_it
     assert all(m.startswith("s1: ") and "'uh-huh'" in m and m.endswith(": noise") for m in said), said
 
 
+async def test_words_the_recogniser_only_guessed_at_leave_the_agent_going_though_an_interim_wrote_them():
+    """An 8 kHz "mm-hmm" came back as "I'm handsome." at -1.36 (a guess): the duck's verdict called
+    it noise, but the interim with the same words held the agent for a second. Under a duck whose
+    recogniser answers on demand, the verdict decides, with the recogniser's confidence."""
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    texts = ["tell me a story", "I'm handsome", "I'm handsome"]  # the last: what the interim peeks at
+    async with Harness(script=[STORY], texts=texts, tts=tts) as h:
+        h.stt.on_demand, h.stt.logprob = True, -1.36
+        await talking(h)
+        h.stt.interim_after = 20  # the interim comes after the duck's first hypothesis
+        await over_the_agent(h, speech_frames=25)
+        for _ in range(85):  # quiet long enough for words this unsure to end the utterance
+            h.conv.push_audio(SILENCE, 16000)
+            await asyncio.sleep(0.02)
+        await h.idle(timeout=8)
+    assert not h.of("StopAudio")  # the agent never stopped
+    assert [e.gain_db for e in h.of("Duck")] == [DUCK_GAIN_DB, 0.0]
+    assert " ".join(tts.spoken[1:]) == STORY  # nothing said again
+
+
 async def test_without_hypotheses_on_demand_the_final_transcript_restores_the_gain():
     tts = InstantTTS(ms_per_word=100, chunk_ms=100)
     async with Harness(script=[STORY], texts=["tell me a story", "okay"], tts=tts) as h:
