@@ -138,7 +138,9 @@ def test_a_browser_conversation_is_recorded_caller_left_agent_right(server):
 
 async def barge_in(host: str) -> tuple[str, float, float, float]:
     """The caller speaks over the greeting until it is cut; (session id, seconds of greeting sent,
-    seconds from the start to the cut, seconds from the start to the end of the caller's tone)."""
+    seconds from the start to the cut, seconds from the start to the end of the caller's tone).
+    A pure tone is noise to the recogniser (its hypotheses are guesses), so the agent is ducked
+    under it and held only at NOISE_MAX_MS (3 s) of it, later on a loaded machine: up to 8 s."""
     async with websockets.connect(f"ws://{host}/api/v1/browser/conversation", max_size=2**24) as ws:
         sent_s, cut_at = 0.0, None
         started = json.loads(await ws.recv())
@@ -159,7 +161,7 @@ async def barge_in(host: str) -> tuple[str, float, float, float]:
         listener = asyncio.create_task(listen())
         await asyncio.sleep(0.5)  # the greeting has begun
         index = 0
-        while (cut_at is None or time.monotonic() - began < cut_at + 0.8) and index < 250:
+        while (cut_at is None or time.monotonic() - began < cut_at + 1.2) and index < 400:
             await ws.send(caller_frame(index))
             index += 1
             await asyncio.sleep(FRAME_S)

@@ -172,10 +172,13 @@ async def take_over_and_speak(http: httpx.AsyncClient, rest: Server, session_id:
             assert await client.next_message(RECEIVE_TIMEOUT) is not None, client.socket.close_info
     response = await http.post(f"{rest.http}/sessions/{session_id}/handback")
     assert response.status_code == 200 and response.json()["answering"] is False, response.text
-    body = await poll(
+    body = await poll(  # the handback's note is written after the line: wait for both (CI saw the race)
         lambda: session_on(http, rest, session_id),
-        lambda s: any(t.get("speaker") == "person" and t["content"] == line for t in s["history"]),
-        what="the person's line in the history (read on A)",
+        lambda s: (
+            any(t.get("speaker") == "person" and t["content"] == line for t in s["history"])
+            and len([t for t in s["history"] if t.get("speaker") == "person"]) >= 3
+        ),
+        what="the person's line and the handback in the history (read on A)",
     )
     assert [t["role"] for t in body["history"] if t.get("speaker") == "person"] == [
         "system",

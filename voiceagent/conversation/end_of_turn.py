@@ -180,6 +180,7 @@ class TurnModelListening:
     """The listening side's use of the turn model (a mixin of the conversation, state on it)."""
 
     turn_model: TurnModel | None = None  # the conversation's (None: the words alone decide)
+    session_id: str
     closed: bool
     config: Any
     _utterance: Any
@@ -202,6 +203,15 @@ class TurnModelListening:
         if utterance.pause.pending:  # its answer is on its way: the words alone do not end the turn
             return max(wait, min(MODEL_WAIT_MS, self._turn.endpointing_max_ms))
         return wait
+
+    def _end_reason(self, utterance: Any) -> str:
+        """What the end-of-turn decision was made on (a DEBUG line: why a turn waited as it did)."""
+        words = "pending" if utterance.hint_pending else repr(utterance.text)
+        logprob, p = utterance.logprob, utterance.pause.probability
+        sure, model = (None if v is None else round(v, 2) for v in (logprob, p))
+        band = {True: "full band", False: "phone band", None: "band unknown"}[self._line.wideband]
+        head = f"{self.session_id}: end of turn after {self._silence_ms} ms of silence"
+        return f"{head}: wait {self._endpoint_ms} ms, words {words}, logprob {sure}, model {model}, {band}"
 
     def _ask_turn_model(self, utterance: Any) -> None:
         """A pause: the model hears the utterance so far (in its own thread)."""

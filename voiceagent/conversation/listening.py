@@ -302,10 +302,7 @@ class CascadeListening(TurnModelListening):
         utterance.ended_in_pause = utterance.hint_pending  # no speech since it was asked: it hears all
         self.turn_ended_at = self.loop_time()  # the end-of-turn decision (latency metrics start here)
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug(
-                "%s: end of turn after %d ms of silence: %s",
-                self.session_id, self._silence_ms, self._end_reason(utterance),
-            )  # fmt: skip
+            logger.debug("%s", self._end_reason(utterance))
         heard_s = utterance.frames_in * self.config.frame_ms / 1000.0
         timing = self.clock.user_turn(self.turn_ended_at, speech=True, audio_s=heard_s)
         if utterance.final_text is not None and utterance.hint_asked_at is not None:
@@ -315,14 +312,6 @@ class CascadeListening(TurnModelListening):
         utterance.frames.put_nowait(None)  # end of turn
         self._utterance = None
         self._silence_ms = 0
-
-    def _end_reason(self, utterance: _Utterance) -> str:
-        """What the end-of-turn decision was made on (a DEBUG line: why a turn waited as it did)."""
-        words = "pending" if utterance.hint_pending else repr(utterance.text)
-        logprob, p = utterance.logprob, utterance.pause.probability
-        sure, model = (None if v is None else round(v, 2) for v in (logprob, p))
-        band = {True: "full", False: "phone", None: "unknown"}[self._line.wideband]
-        return f"wait {self._endpoint_ms} ms, words {words}, logprob {sure}, model {model}, {band} band"
 
     def _watch_for_barge_in(self, utterance: _Utterance) -> None:
         """Sound over the agent: the recogniser's interims may decide a barge-in (a recognised
