@@ -24,9 +24,7 @@ with less), and the two decide:
   ends the words alone cannot see; a complete turn the model doubts (~20 % of the corpus's
   synthetic voices) waits that long;
 - without a model answer (none configured, missing, failed, its queue full): the lexical rule
-  alone, as before. A model asked and not answered yet holds complete-sounding words up to
-  :data:`MODEL_WAIT_MS` of silence: on a loaded machine its answer came after the lexical rule's
-  ``VAD_SILENCE_TIMEOUT`` and the turn ended on the words alone.
+  alone, as before.
 
 A sure model and doubted words: on a full-band line (and for whole sentences). Letting a sure model (>=
 :data:`COMPLETE`) outweigh the recogniser's doubt about complete-sounding words on every line (espeak's
@@ -75,7 +73,6 @@ __all__ = [
     "COMPLETE",
     "DOUBTFUL",
     "HEARD_FRAMES",
-    "MODEL_WAIT_MS",
     "PauseModel",
     "TurnModelListening",
     "fused_endpoint_ms",
@@ -85,11 +82,6 @@ logger = logging.getLogger("voiceagent.conversation")
 
 COMPLETE = 0.8  # the model at least this sure the turn is complete: it ends at the pause
 DOUBTFUL = 0.2  # the model at most this sure: it hears more coming, the wait grows
-# a model asked and not answered yet holds complete-sounding words this long at most: its answer
-# usually comes 60-300 ms after it is asked at 160 ms, and without the wait a slow one (a loaded
-# machine) was no answer at all - bench_turn_taking seed 17 silero ended "i was born on ..." at
-# 500 ms on the phone line's confident "I went for long.", the model not yet heard from
-MODEL_WAIT_MS = 800
 HEARD_FRAMES = 400  # 8 s of 20 ms frames: what Smart Turn hears at most
 # words per second of voiced audio a doubted hypothesis may hold for a sure model to outweigh the
 # doubt: a caller's words fit (~2-4), Whisper inventing a sentence for a fragment does not
@@ -173,7 +165,6 @@ class PauseModel:
     heard: deque[bytes] = field(default_factory=lambda: deque(maxlen=HEARD_FRAMES))
     gap: int = 0  # silences so far: an answer for an earlier one is stale
     probability: float | None = None  # the model's answer for the current silence
-    pending: bool = False  # asked for the current silence, not answered yet
 
 
 class TurnModelListening:
@@ -197,12 +188,9 @@ class TurnModelListening:
         """The silence that ends ``utterance`` now: its words and, for this pause, the model."""
         at_ms, probability = self.config.turn_model_ms, utterance.pause.probability
         wideband, voiced_ms = bool(self._line.wideband), utterance.voiced_frames * self.config.frame_ms
-        wait = fused_endpoint_ms(
+        return fused_endpoint_ms(
             utterance.text, self._turn, utterance.logprob, probability, at_ms, wideband, voiced_ms
         )
-        if utterance.pause.pending:  # its answer is on its way: the words alone do not end the turn
-            return max(wait, min(MODEL_WAIT_MS, self._turn.endpointing_max_ms))
-        return wait
 
     def _end_reason(self, utterance: Any) -> str:
         """What the end-of-turn decision was made on (a DEBUG line: why a turn waited as it did)."""
@@ -224,12 +212,7 @@ class TurnModelListening:
         def wanted() -> bool:  # asked in the model's thread: reads two attributes
             return state.gap == gap and self._utterance is utterance
 
-        state.pending = True
-        heard = b"".join(state.heard)
-        if not model.predict(heard, lambda p: self._on_turn_probability(utterance, gap, p), wanted):
-            state.pending = False  # refused (its queue is full): the words alone decide
-        elif not utterance.hint_pending:  # the words are in: they now wait for the model too
-            self._endpoint_ms = self._endpoint_for(utterance)
+        model.predict(b"".join(state.heard), lambda p: self._on_turn_probability(utterance, gap, p), wanted)
 
     def _on_turn_probability(self, utterance: Any, gap: int, probability: float | None) -> None:
         """The model's answer for the pause ``gap`` (on the loop): when the words are already in,
@@ -237,7 +220,7 @@ class TurnModelListening:
         state: PauseModel = utterance.pause
         if self.closed or utterance is not self._utterance or state.gap != gap:
             return  # the turn ended, or the caller spoke again since
-        state.probability, state.pending = probability, False
+        state.probability = probability
         if utterance.hint_pending:
             return  # the words decide with it when they come
         self._endpoint_ms = self._endpoint_for(utterance)

@@ -270,7 +270,7 @@ class CascadeListening(TurnModelListening):
         if speech:
             if self._silence_ms:  # talking again: the model's answer for that pause is stale
                 utterance.pause.gap += 1
-                utterance.pause.probability, utterance.pause.pending = None, False
+                utterance.pause.probability = None
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
                 utterance.pauses += 1

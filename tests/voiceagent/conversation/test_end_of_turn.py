@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from enginekit import AGENTS, SCENARIO, SILENCE, TONE, make_registry
 
-from voiceagent.conversation.end_of_turn import MODEL_WAIT_MS, fused_endpoint_ms
+from voiceagent.conversation.end_of_turn import fused_endpoint_ms
 from voiceagent.conversation.engine import Conversation, EngineConfig
 from voiceagent.conversation.session import InMemorySessionStore
 from voiceagent.conversation.testing import EnergyVAD, InstantTTS, ScriptedChat, ScriptedSTT, StaticDirectory
@@ -30,26 +30,17 @@ class ScriptedTurnModel:
 
     name = "scripted-turn-model"
 
-    def __init__(self, probability: float | None, refuse: bool = False, late: int | None = 0):
+    def __init__(self, probability: float | None, refuse: bool = False):
         self.probability = probability
         self.refuse = refuse
-        self.late = late  # loop iterations before it answers (None: never, a stuck model)
         self.heard: list[int] = []  # bytes of audio each request carried
 
     def predict(self, pcm16, on_result, wanted=None) -> bool:
         if self.refuse:
             return False
         self.heard.append(len(pcm16))
-        if self.late == 0:
-            asyncio.get_running_loop().call_soon(on_result, self.probability)
-        elif self.late is not None:
-            asyncio.get_running_loop().create_task(self._answer_later(on_result))
+        asyncio.get_running_loop().call_soon(on_result, self.probability)
         return True
-
-    async def _answer_later(self, on_result) -> None:
-        for _ in range(self.late):
-            await asyncio.sleep(0)
-        on_result(self.probability)
 
 
 # --- the fusion rule ---------------------------------------------------------------------------------
@@ -229,19 +220,6 @@ async def test_each_end_of_turn_says_at_debug_level_what_it_waited_on(caplog):
         assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.97)) == MODEL_MS
     said = [r.getMessage() for r in caplog.records if ": end of turn after " in r.getMessage()]
     assert len(said) == 1 and "wait 160 ms" in said[0] and "model 0.97" in said[0], said
-
-
-async def test_a_model_slower_than_the_words_is_still_heard_before_the_turn_ends():
-    """On a loaded machine the model answered after VAD_SILENCE_TIMEOUT, and the turn ended on the
-    words alone ("I went for long." for "i was born on ..."). Its doubt now counts when it comes."""
-    late = ScriptedTurnModel(0.02, late=60)  # ~20 frames after it is asked at 160 ms: ~560 ms
-    assert await _silence_at_end("can you freeze my card please", late) == 1060
-    assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.97, late=60)) < 800
-
-
-async def test_a_model_that_never_answers_holds_the_turn_only_up_to_its_wait():
-    stuck = ScriptedTurnModel(0.5, late=None)
-    assert await _silence_at_end("can you freeze my card please", stuck) == MODEL_WAIT_MS
 
 
 async def test_without_the_model_the_turn_ends_after_the_minimum_silence():
