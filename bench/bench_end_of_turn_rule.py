@@ -57,8 +57,9 @@ async def corpus(per_category: int, seed: int) -> list:
             await synth.close()
 
 
-def points(cases: list, seed: int) -> list[dict[str, Any]]:
-    """Every point where a caller stops: (what it is, the audio heard at the hint and the model)."""
+def points(cases: list, seed: int, model_s: float = MODEL_S) -> list[dict[str, Any]]:
+    """Every point where a caller stops: (what it is, the audio heard at the hint and the model,
+    asked at ``model_s`` of silence)."""
     rng = np.random.default_rng(seed)
     out = []
     for case in cases:
@@ -77,18 +78,18 @@ def points(cases: list, seed: int) -> list[dict[str, Any]]:
                     "gap_ms": None if gap is None else round(gap * 1000),
                     "voiced_ms": round((at - start) * 1000),
                     "hint": np.frombuffer(heard(case.trigger, at + HINT_S, phone, rng), "<i2"),
-                    "model": heard(case.trigger, at + MODEL_S, phone, rng),
+                    "model": heard(case.trigger, at + model_s, phone, rng),
                 }
             )
     return out
 
 
-def rejudge(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rejudge(rows: list[dict[str, Any]], model_s: float = MODEL_S) -> list[dict[str, Any]]:
     """``rows`` (a ``--details`` file's) with each wait given again by today's rule."""
     from voiceagent.conversation.end_of_turn import fused_endpoint_ms
     from voiceagent.conversation.turn_taking import TurnTaking
 
-    settings, at_ms = TurnTaking(), round(MODEL_S * 1000)
+    settings, at_ms = TurnTaking(), round(model_s * 1000)
     return [
         {**r, "wait_ms": fused_endpoint_ms(r["text"], settings, r["logprob"], r["probability"], at_ms,
                                            not r["phone"], r["voiced_ms"])}
@@ -96,19 +97,19 @@ def rejudge(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def report(rows: list[dict[str, Any]], seed: int | None) -> str:
+def report(rows: list[dict[str, Any]], seed: int | None, model_s: float = MODEL_S) -> str:
     return json.dumps(
         {
             "bench": "end_of_turn_rule",
             "seed": seed,
             "points": len(rows),
-            "by_sample_rate": judge(rows),
-            "settings": {"pause_hint_ms": round(HINT_S * 1000), "turn_model_ms": round(MODEL_S * 1000)},
+            "by_sample_rate": judge(rows, model_s),
+            "settings": {"pause_hint_ms": round(HINT_S * 1000), "turn_model_ms": round(model_s * 1000)},
         }
     )
 
 
-def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def judge(rows: list[dict[str, Any]], model_s: float = MODEL_S) -> dict[str, Any]:
     from voiceagent.conversation.turn_taking import TurnTaking
 
     settings = TurnTaking()
@@ -132,7 +133,7 @@ def judge(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 sum(w <= settings.endpointing_min_ms for w in waits) / max(1, len(waits)), 3
             ),
             # ended as soon as both answers were in (the words at the hint, the model at its ask)
-            "complete_ended_at_once": round(sum(w <= MODEL_S * 1000 for w in waits) / max(1, len(waits)), 3),
+            "complete_ended_at_once": round(sum(w <= model_s * 1000 for w in waits) / max(1, len(waits)), 3),
             "fragments": len(fragments),
             "fragments_ended_early": len(early),
             "fragments_ended_early_by_kind": by_kind,
@@ -147,9 +148,13 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--details", type=Path, help="every point: words, confidence, model, wait (JSON)")
     parser.add_argument("--from", dest="source", type=Path, help="a --details file: its decodes, this rule")
+    parser.add_argument(
+        "--turn-model-ms", type=int, help="silence before the turn model is asked (an A/B; default 160)"
+    )
     args = parser.parse_args()
+    model_s = MODEL_S if args.turn_model_ms is None else args.turn_model_ms / 1000
     if args.source:
-        print(report(rejudge(json.loads(args.source.read_text())), None), flush=True)
+        print(report(rejudge(json.loads(args.source.read_text()), model_s), None, model_s), flush=True)
         return
 
     import voiceagent  # noqa: F401  (its thread policy before numpy's first use in a model)
@@ -161,7 +166,7 @@ async def main() -> None:
     from voiceagent.speech.whisper_worker import BEAM, QUICK_WINDOW, Recognizer
 
     cases = await corpus(args.per_category, args.seed)
-    stops = points(cases, args.seed)
+    stops = points(cases, args.seed, model_s)
     recognizer = Recognizer(str(WhisperSTT.from_config(load_config()).model_dir), 1)
     model = SmartTurnModel()
     prompt = build_prompt(DIALOG_DIR)
@@ -172,10 +177,10 @@ async def main() -> None:
         keep = ("case", "kind", "group", "phone", "gap_ms", "voiced_ms")
         decoded.append({**{k: point[k] for k in keep}, "text": text, "logprob": round(logprob, 3),
                         "probability": round(probability, 3)})  # fmt: skip
-    rows = rejudge(decoded)
+    rows = rejudge(decoded, model_s)
     if args.details:
         args.details.write_text(json.dumps(rows, indent=0))
-    print(report(rows, args.seed), flush=True)
+    print(report(rows, args.seed, model_s), flush=True)
 
 
 if __name__ == "__main__":

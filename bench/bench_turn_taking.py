@@ -424,7 +424,7 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
     )
 
     stt = await asyncio.to_thread(build_offline_stt, config, "whisper")
-    model = turn_model = await asyncio.to_thread(build_turn_model, config)  # TURN_MODEL, as the runtime
+    model = turn_model = await asyncio.to_thread(build_turn_model, config, stt)  # as the runtime does
     tts = await asyncio.to_thread(build_offline_tts, config, "piper")
     await stt.warm()
     await tts.warm()
@@ -527,8 +527,8 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
 
 def turn_model_figures(model: Any, session_s: float) -> dict[str, Any] | None:
     """What the end-of-turn model cost: its calls, wall and CPU time per call (its worker thread,
-    inside the engine process's CPU above) and per second of conversation, refusals (queue full)
-    and stale requests skipped."""
+    inside the engine process's CPU above) and per second of conversation, refusals (queue full),
+    stale requests skipped and requests answered unscored while the recogniser was backlogged."""
     if model is None:
         return None
     calls = model.calls or 1
@@ -540,6 +540,7 @@ def turn_model_figures(model: Any, session_s: float) -> dict[str, Any] | None:
         "cpu_ms_per_session_s": round(model.cpu_s * 1000 / session_s, 2),
         "refused": model.refused,
         "skipped_stale": model.skipped,
+        "gave_way_to_recogniser": getattr(model, "gave_way", 0),
     }
 
 

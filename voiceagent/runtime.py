@@ -71,7 +71,7 @@ class Runtime:
         # on a thread: building loads the offline models (Piper's voice), ~0.5 s of blocking work
         self.stt, self.tts = await asyncio.to_thread(build_speech_providers, settings.CONFIG)
         # a missing model is one WARNING and the lexical rule alone, never a failed startup
-        self.turn_model = await asyncio.to_thread(build_turn_model, settings.CONFIG)
+        self.turn_model = await asyncio.to_thread(build_turn_model, settings.CONFIG, self.stt)
         self.turn_model_label = provider_label(self.turn_model) if self.turn_model is not None else "none"
         return (
             f"stt {provider_label(self.stt)}, tts {provider_label(self.tts)}, vad {self.vad_label}, "

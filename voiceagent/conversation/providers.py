@@ -52,9 +52,10 @@ class TurnModel(Protocol):
 
     ``predict`` queues the utterance's audio so far (16 kHz PCM16, ending in the pause) and returns
     at once; ``on_result`` is called later ON THE CALLING EVENT LOOP with the probability (0-1) that
-    the turn is complete, or ``None`` when the model failed. ``wanted()``, asked just before the
-    model runs (in its thread), may say the answer is no longer needed. False when it cannot take
-    the request (queue full): the pause is then judged without it. One instance per process.
+    the turn is complete, or ``None`` when the model failed or gave way to a backlogged recogniser.
+    ``wanted()``, asked just before the model runs (in its thread), may say the answer is no longer
+    needed. False when it cannot take the request (queue full): the pause is then judged without
+    it. One instance per process.
     """
 
     name: str

@@ -136,10 +136,12 @@ def build_offline_tts(config: Mapping[str, Any], kind: str = "offline") -> TTSPr
     return piper
 
 
-def build_turn_model(config: Mapping[str, Any]) -> TurnModel | None:
+def build_turn_model(config: Mapping[str, Any], stt: Any = None) -> TurnModel | None:
     """The process's end-of-turn model as ``TURN_MODEL`` says, loaded here (~0.3 s: call it off the
     loop); ``None`` for ``none`` or when the model cannot load (logged once: the lexical rule alone
-    then judges the end of turns, as before the model)."""
+    then judges the end of turns, as before the model). Given the process's recogniser ``stt``, the
+    model gives way while it is backlogged (``backlogged()``: a burst; see
+    :mod:`voiceagent.speech.turn_model`)."""
     kind = str(config.get("TURN_MODEL") or "smart-turn").strip().lower()
     if kind == "none":
         return None
@@ -150,5 +152,6 @@ def build_turn_model(config: Mapping[str, Any]) -> TurnModel | None:
     except TurnModelUnavailable as exc:
         logger.warning("end-of-turn model unavailable, judging the end of turns by the words alone: %s", exc)
         return None
+    model.give_way = getattr(stt, "backlogged", None)
     logger.info("end-of-turn model: %s", model.label)
     return model

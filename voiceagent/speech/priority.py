@@ -4,9 +4,9 @@ A burst of callers who stop speaking together each wait for the recogniser (its 
 nice 0). Work that can wait a moment under contention runs its threads :data:`NICENESS` nicer
 (Linux sets a thread's nice value by its thread id; elsewhere, or when not allowed, nothing
 changes): Piper's syntheses (~20x faster than real time, they catch up with the answers of those
-already heard) and the end-of-turn model (its answer counts only with the words, which in a burst
-come later than it would). A quiet machine is unaffected: niceness only orders threads that
-compete for a core.
+already heard). A quiet machine is unaffected: niceness only orders threads that compete for a
+core. The end-of-turn model is not niced: a sure turn's end waits for its answer, so it gives way
+only while the recogniser is backlogged (:mod:`voiceagent.speech.turn_model`).
 """
 
 from __future__ import annotations

@@ -20,10 +20,16 @@ says, after ~100-200 ms of silence, how likely the turn is complete; the engine 
   process (one intra-op thread: two cores are shared with the recogniser), one worker thread, a
   bounded queue served oldest first; a request the caller made stale (they spoke again) is skipped
   when its turn comes; results go back with ``loop.call_soon_threadsafe``. onnxruntime and numpy's
-  FFT release the GIL. ~50-90 ms of one core per call. The thread runs behind recognition
-  (:mod:`voiceagent.speech.priority`): in a burst of 12 callers it took the cores from the
-  recogniser (bench_stt_burst: slowest final 1.71 -> 1.63 s, median 1.17 -> 1.06 s, mean of two
-  6-round runs each, 2026-11-29).
+  FFT release the GIL. ~30-40 ms of one core per call (28 of them onnxruntime's).
+- **It gives way in a burst.** While the recogniser is backlogged (:attr:`SmartTurnModel.give_way`,
+  set by :func:`voiceagent.speech.factory.build_turn_model` to ``WhisperSTT.backlogged``: more
+  decodes wait than a round of its workers can serve) a request is answered ``None`` unscored:
+  there the words come after ``VAD_SILENCE_TIMEOUT`` and decide alone, as they do when the model
+  answers after them. Before (2026-11-29) the thread ran niced behind recognition
+  (:mod:`voiceagent.speech.priority`) for the burst's sake (bench_stt_burst, 12 callers: slowest
+  final 1.71 -> 1.63 s), which made every answer late outside bursts too: at 8 conversations a
+  call took 75-85 ms of wall time for 38 of CPU, and a sure turn's end waits for the model's
+  answer (bench_turn_taking seed 16 webrtc, decision p50 297.5-322.5 ms niced, 276.5-283.5 not).
 - A full queue refuses the request (the pause is judged by the lexical rule alone); a failing call
   answers ``None`` (the same); both logged once.
 """
@@ -44,7 +50,6 @@ from typing import Any, Final
 import numpy as np
 
 from voiceagent.speech.log_mel import SAMPLE_RATE, log_mel
-from voiceagent.speech.priority import behind_recognition
 
 __all__ = ["MODEL_FILE", "PACKAGE", "SmartTurnModel", "TurnModelUnavailable", "model_path"]
 
@@ -105,12 +110,17 @@ class SmartTurnModel:
         self._warned: set[str] = set()
         version = _version()
         self.label = f"{self.name} (ONNX from {PACKAGE} {version}, onnxruntime, {threads} thread)"
-        # figures for benchmarks: calls answered, their CPU and wall time, refusals, stale skips
+        # asked in the worker thread before each call: True while the recogniser is backlogged (a
+        # burst), and the request is answered None unscored (see the module's notes)
+        self.give_way: Callable[[], bool] | None = None
+        # figures for benchmarks: calls answered, their CPU and wall time, refusals, stale skips,
+        # requests that gave way to the recogniser
         self.calls = 0
         self.cpu_s = 0.0
         self.wall_s = 0.0
         self.refused = 0
         self.skipped = 0
+        self.gave_way = 0
 
     def score(self, pcm16: bytes) -> float:
         """The probability (0-1) that the turn whose audio ends with ``pcm16`` is complete.
@@ -161,7 +171,6 @@ class SmartTurnModel:
                 self._thread = thread
 
     def _work(self) -> None:
-        behind_recognition()  # in a burst the words come later than its answer would: they go first
         while True:
             request = self._queue.get()
             if request is None:
@@ -170,18 +179,36 @@ class SmartTurnModel:
             if wanted is not None and not wanted():
                 self.skipped += 1
                 continue
-            cpu0, wall0 = time.thread_time(), time.perf_counter()
-            probability: float | None
-            try:
-                probability = self.score(pcm16)
-            except Exception as exc:  # answer None: that pause is judged by the lexical rule
-                probability = None
-                self._warn_once("error", "end-of-turn model failed, judging by words alone: %s", exc)
-            self.cpu_s += time.thread_time() - cpu0
-            self.wall_s += time.perf_counter() - wall0
-            self.calls += 1
+            probability: float | None = None
+            if self._gives_way():
+                self.gave_way += 1
+            else:
+                probability = self._timed_score(pcm16)
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for the answer
                 loop.call_soon_threadsafe(on_result, probability)
+
+    def _gives_way(self) -> bool:
+        give_way = self.give_way
+        if give_way is None:
+            return False
+        try:
+            return bool(give_way())
+        except Exception:  # a broken predicate never stops the model
+            return False
+
+    def _timed_score(self, pcm16: bytes) -> float | None:
+        """:meth:`score`, its time counted; None (the words alone judge that pause) when it fails."""
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        probability: float | None
+        try:
+            probability = self.score(pcm16)
+        except Exception as exc:
+            probability = None
+            self._warn_once("error", "end-of-turn model failed, judging by words alone: %s", exc)
+        self.cpu_s += time.thread_time() - cpu0
+        self.wall_s += time.perf_counter() - wall0
+        self.calls += 1
+        return probability
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
         if key not in self._warned:

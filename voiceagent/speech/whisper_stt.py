@@ -40,6 +40,7 @@ from voiceagent.conversation.providers import ProviderError
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
 from voiceagent.speech.whisper_process import Decoded, QueueStats, RecognizerProcess
 from voiceagent.speech.whisper_queue import Kind
+from voiceagent.speech.whisper_worker import GREEDY_DEPTH
 
 __all__ = ["DEFAULT_MODEL_PACKAGE", "MAX_AUDIO_S", "Decoded", "WhisperSTT", "find_model"]
 
@@ -408,6 +409,14 @@ class WhisperSTT:
         if recognizer is None or not recognizer.alive:
             return False
         return len(recognizer.pending) < (self.workers if urgent else max(1, self.workers - 1))
+
+    def backlogged(self) -> bool:
+        """Do more decodes wait than a round of the workers can serve (:data:`GREEDY_DEPTH` each: a
+        burst of callers who stopped together)? Then work that only refines a turn's end (the
+        end-of-turn model) gives way: the words come late anyway, and a turn waits for them. Safe
+        to call from any thread (it reads one dict's length)."""
+        recognizer = self._recognizer
+        return recognizer is not None and len(recognizer.pending) > GREEDY_DEPTH * self.workers
 
     async def warm(self) -> int:
         """Start the recogniser (model load + one decode) and fill the slots; return the slot count."""

@@ -164,6 +164,38 @@ async def test_an_interim_only_shown_is_decoded_with_a_narrow_search(stt):
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_the_recogniser_says_it_is_backlogged_while_more_wait_than_a_round_of_workers(stt):
+    """A burst: more pause decodes wait than the workers serve in a round (GREEDY_DEPTH each). The
+    end-of-turn model reads this from its own thread to give way (test_turn_model)."""
+    from voiceagent.speech.whisper_worker import GREEDY_DEPTH
+
+    await stt.warm()
+    assert not stt.backlogged()
+    speech = espeak_16k("my card was stolen yesterday", "en-us+f3", 150)
+    callers = [await stt.open("en-US", None) for _ in range(GREEDY_DEPTH * stt.workers + 1)]
+    answered: list[str] = []
+
+    async def asked(count: int) -> None:  # the requests reach the pipe from a task
+        while len(stt._recognizer.pending) + len(answered) < count:
+            await asyncio.sleep(0.001)
+
+    for caller in callers[:-1]:
+        await caller.push(speech)
+        assert caller.hint_pause(lambda text, logprob=None: answered.append(text))
+    await asked(len(callers) - 1)
+    assert not stt.backlogged()  # a round of the workers serves these
+    await callers[-1].push(speech)
+    assert callers[-1].hint_pause(lambda text, logprob=None: answered.append(text))
+    await asked(len(callers))
+    assert not answered and stt.backlogged()  # five wait: more than a round (decodes take >= 0.1 s)
+    while len(answered) < len(callers):
+        await asyncio.sleep(0.01)
+    assert not stt.backlogged() and all("card" in text.lower() for text in answered), answered
+    for caller in callers:
+        await caller.cancel()
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_silence_and_noise_are_not_words(stt):
     rng = np.random.default_rng(7)
     noise = (rng.normal(0, 300, 16000 * 2)).astype("<i2").tobytes()
