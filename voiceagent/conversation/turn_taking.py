@@ -287,6 +287,15 @@ def is_open_question(text: str, words: list[str]) -> bool:
     return len(words) == 3 and words[0] in _MODALS and words[1] == "you" and words[2] not in _WHOLE_BARE_VERBS
 
 
+def lacks_its_verb(words: list[str]) -> bool:
+    """Are these (lower-case) words an auxiliary and its negation alone ("Do not.", "Can not.")?
+    With neither subject nor verb the caller is still going ("do not ... cancel it"), or Whisper
+    wrote a question's opening so: 16 kHz "do you know ... when the branch opens" came back as "Do
+    not." at -0.97 with Smart Turn at 0.91-0.95 and ended early on bench_end_of_turn_rule seed 16
+    and bench_turn_taking seed 17 (both VADs, every run of the last two sessions)."""
+    return len(words) == 2 and words[0] in _QUESTION_AUXILIARIES and words[1] == "not"
+
+
 def ends_unfinished(words: list[str]) -> bool:
     """Do these (lower-case) words stop on a clause still going on ("... is", "... to", "I") or
     inside a number being read?"""
@@ -302,8 +311,9 @@ def is_number(word: str) -> bool:
 def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -> int:
     """The silence (ms) that ends the caller's turn after saying ``text`` (the latest transcript):
     the maximum when it stops on an unfinished clause ("my card number is"), a hesitation, inside
-    a number being read ("4 2 7"), is only a possessive's short phrase ("My card.") or a question
-    stopped on a verb still wanting its object ("Can you tell me?"), else the minimum.
+    a number being read ("4 2 7"), is only a possessive's short phrase ("My card."), a question
+    stopped on a verb still wanting its object ("Can you tell me?") or a negation without its verb
+    ("Do not."), else the minimum.
     ``logprob``: the recogniser's mean log-probability per token of ``text``, when it says. The
     less sure it is, the less its words can tell that the turn is complete ("six" comes
     back as "Big." on a phone line): from :data:`SURE_LOGPROB` to :data:`UNSURE_LOGPROB` the
@@ -318,7 +328,7 @@ def endpoint_ms(text: str, settings: TurnTaking, logprob: float | None = None) -
         return high
     if len(words) <= SUBJECT_PHRASE_MAX_WORDS and words[0] in _POSSESSIVES:
         return high
-    if is_open_question(text, words):
+    if is_open_question(text, words) or lacks_its_verb(words):
         return high
     if logprob is None or logprob >= SURE_LOGPROB or high <= low:
         return low

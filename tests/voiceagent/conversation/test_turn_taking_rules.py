@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from voiceagent.conversation.echo import EchoReference
+from voiceagent.conversation.end_of_turn import fused_endpoint_ms
 from voiceagent.conversation.turn_taking import (
     TurnTaking,
     TurnTakingSpec,
@@ -216,6 +217,23 @@ def test_a_possessive_short_phrase_waits_for_the_rest_of_the_sentence(text, wait
 )
 def test_a_question_stopped_on_a_verb_wanting_its_object_waits_for_the_rest(text, wait):
     assert endpoint_ms(text, SETTINGS, -0.1) == wait
+
+
+@pytest.mark.parametrize(
+    ("text", "wait"),
+    [
+        ("Do not.", 1600),  # 16 kHz "do you know ..." at -0.97; or "do not ... cancel it"
+        ("Can not.", 1600),
+        ("I do not.", 500),  # an answer: its subject is there
+        ("Why not?", 500),
+        ("Don't.", 500),  # "please don't": whole
+    ],
+)
+def test_a_negation_without_its_verb_waits_for_the_rest(text, wait):
+    assert endpoint_ms(text, SETTINGS, -0.1) == wait
+    # nor can a sure model end it on a full band (Smart Turn heard the opening at 0.91-0.95)
+    fused = fused_endpoint_ms(text, SETTINGS, -0.97, 0.95, 160, True, 1000)
+    assert fused == 1600 if wait == 1600 else fused == 160
 
 
 @pytest.mark.parametrize(
