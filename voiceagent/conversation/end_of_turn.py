@@ -68,6 +68,7 @@ from voiceagent.conversation.turn_taking import (
     is_whole_statement,
     opens_with_possessive,
 )
+from voiceagent.speech.audio.levels import frame_dbfs
 
 __all__ = [
     "COMPLETE",
@@ -158,13 +159,28 @@ def _outweighs_doubt(text: str, logprob: float | None, wideband: bool, voiced_ms
     return whole and not is_hallucination(text, voiced_ms)
 
 
+# A frame the VAD calls silent but this much louder than the pause's quietest (and than
+# ONSET_MIN_DBFS) is the caller starting again before the VAD says so: the turn does not end on it.
+# Silero's verdicts come a frame or two behind the audio (its batch runs on a thread, and its
+# probability must climb past the threshold): bench_turn_taking seed 17 silero ended "my card
+# number is ... four two seven one" on its pause's 1140th ms, 26 ms into "four" (the wait was 1134
+# ms for a 1114 ms pause), in every run of the last three sessions.
+ONSET_OVER_PAUSE_DB = 15.0
+ONSET_MIN_DBFS = -50.0
+ONSET_FRAMES = 3  # a sound the VAD never calls speech (a knock) delays the end by at most this many
+
+
 @dataclass
 class PauseModel:
-    """One utterance's state for the turn model: the audio it hears and its answer for this pause."""
+    """One utterance's state for the turn model: the audio it hears and its answer for this pause,
+    and how loud the pause is (a caller starting again before the VAD says so)."""
 
     heard: deque[bytes] = field(default_factory=lambda: deque(maxlen=HEARD_FRAMES))
     gap: int = 0  # silences so far: an answer for an earlier one is stale
     probability: float | None = None  # the model's answer for the current silence
+    quietest_db: float = 0.0  # the quietest frame of the current silence (dBFS)
+    loud_frames: int = 0  # its frames that sounded like speech the VAD had not called so
+    onset: bool = False  # the latest frame did, and the end waits for the VAD (ONSET_FRAMES at most)
 
 
 class TurnModelListening:
@@ -183,6 +199,25 @@ class TurnModelListening:
     if TYPE_CHECKING:
 
         def _end_utterance(self, utterance: Any) -> None: ...
+
+    def _silent_frame(self, utterance: Any, frame: bytes) -> None:
+        """A frame of ``utterance``'s pause the VAD called silent: does it sound like the caller
+        starting again (:data:`ONSET_OVER_PAUSE_DB` over the pause's quietest frame)? Then the turn
+        does not end on it (:meth:`_pause_over`), for :data:`ONSET_FRAMES` such frames at most."""
+        pause: PauseModel = utterance.pause
+        level = frame_dbfs(frame)
+        if self._silence_ms <= self.config.frame_ms:  # the pause's first frame: the speech's tail
+            pause.quietest_db, pause.loud_frames, pause.onset = level, 0, False
+            return
+        loud = level >= max(ONSET_MIN_DBFS, pause.quietest_db + ONSET_OVER_PAUSE_DB)
+        pause.quietest_db = min(pause.quietest_db, level)
+        pause.loud_frames += loud
+        pause.onset = loud and pause.loud_frames <= ONSET_FRAMES
+
+    def _pause_over(self, utterance: Any) -> bool:
+        """Has the caller been silent long enough for the turn to end now (and the latest frame
+        not the start of more speech the VAD has yet to call so)?"""
+        return self._silence_ms > 0 and self._endpoint_ms <= self._silence_ms and not utterance.pause.onset
 
     def _endpoint_for(self, utterance: Any) -> int:
         """The silence that ends ``utterance`` now: its words and, for this pause, the model."""
@@ -224,5 +259,5 @@ class TurnModelListening:
         if utterance.hint_pending:
             return  # the words decide with it when they come
         self._endpoint_ms = self._endpoint_for(utterance)
-        if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+        if self._pause_over(utterance):
             self._end_utterance(utterance)

@@ -287,13 +287,14 @@ class CascadeListening(TurnModelListening):
                 self._speech_over_agent(utterance)  # ducks the agent, then decides (ducking.py)
         else:
             self._silence_ms += self.config.frame_ms
+            self._silent_frame(utterance, frame)
             if self._duck is not None:
                 self._quiet_over_agent(utterance)
             if self._silence_ms == self.config.pause_hint_ms:
                 self._ask_hypothesis(utterance)
             if self._silence_ms == self.config.turn_model_ms:
                 self._ask_turn_model(utterance)
-        if self._silence_ms >= self._endpoint_ms or utterance.frames_in >= self.config.max_utterance_frames:
+        if self._pause_over(utterance) or utterance.frames_in >= self.config.max_utterance_frames:
             self._end_utterance(utterance)
 
     def _end_utterance(self, utterance: _Utterance) -> None:
@@ -348,7 +349,7 @@ class CascadeListening(TurnModelListening):
         utterance.hint_pending = False  # it cannot say (too little audio): the words so far decide
         if utterance is self._utterance:
             self._endpoint_ms = self._endpoint_for(utterance)
-            if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+            if self._pause_over(utterance):
                 self._end_utterance(utterance)
 
     def _on_pause_hypothesis(
@@ -362,7 +363,7 @@ class CascadeListening(TurnModelListening):
         utterance.answered_pause = pause
         utterance.hint_answered_at = self.loop_time()
         self._endpoint_ms = self._endpoint_for(utterance)
-        if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+        if self._pause_over(utterance):
             self._end_utterance(utterance)  # the pause was already long enough for these words
 
     def _caller_speaking(self) -> bool:
@@ -471,7 +472,7 @@ class CascadeListening(TurnModelListening):
                 and self._foreground(utterance)
             ):
                 utterance.held = self._hold_answer()  # a recognised word over the agent
-            if self._silence_ms and self._silence_ms >= self._endpoint_ms:
+            if self._pause_over(utterance):
                 self._end_utterance(utterance)  # the pause was already long enough for these words
 
     def _cancel_utterance(self) -> None:

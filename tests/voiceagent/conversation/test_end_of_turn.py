@@ -297,3 +297,73 @@ async def test_the_pause_hypothesis_hears_every_frame_before_the_pause_even_in_a
         assert stt.hint_frames[0] >= 40  # all 40 speech frames (and the preroll) were in it
     finally:
         await conv.close()
+
+
+class LateVAD(EnergyVAD):
+    """Silero's lag: speech after a silence is called speech only from its ``lag``-th frame on
+    (its batch answers a frame or two behind, and its probability must climb past the threshold);
+    ``never``: loud frames after the first pause it never calls speech (a knock)."""
+
+    def __init__(self, lag: int = 2, never: bool = False):
+        super().__init__()
+        self.lag, self.never, self.loud_run, self.paused = lag, never, 0, False
+
+    def is_speech(self, frame: bytes) -> bool:
+        loud = super().is_speech(frame)
+        self.loud_run = self.loud_run + 1 if loud else 0
+        self.paused = self.paused or not loud
+        return loud and not (self.never and self.paused) and self.loud_run > self.lag
+
+
+async def _pause_then(vad: EnergyVAD, pause_frames: int, after: list[bytes]) -> tuple[int, int]:
+    """The caller speaks 40 frames, pauses ``pause_frames``, then sends ``after`` and falls silent:
+    (how many frames past the pause the turn ended, or 0 when it ended after ``after``; then the
+    milliseconds of silence at that end)."""
+    conv = Conversation(
+        "late",
+        scenario="desk",
+        directory=StaticDirectory(AGENTS, SCENARIO, make_registry()),
+        store=InMemorySessionStore(),
+        stt=ScriptedSTT(["can you freeze my card please"]),
+        tts=InstantTTS(),
+        chat=ScriptedChat(),
+        vad=vad,
+        config=EngineConfig(
+            silence_timeout_ms=lambda: SETTINGS.endpointing_min_ms, turn_taking=lambda: SETTINGS
+        ),
+    )
+    await conv.start()
+    started = False
+    try:
+        for _ in range(20):  # the greeting
+            await asyncio.sleep(0)
+        frames = [TONE] * 40 + [SILENCE] * pause_frames + after
+        for i, frame in enumerate(frames, 1):
+            conv.push_audio(frame)
+            await asyncio.sleep(0)
+            started = started or conv._utterance is not None
+            if started and conv._utterance is None:
+                return i - 40 - pause_frames, 0
+        for silent in range(1, 200):
+            conv.push_audio(SILENCE)
+            await asyncio.sleep(0)
+            if conv._utterance is None:
+                return 0, silent * 20
+        raise AssertionError("the turn never ended")
+    finally:
+        await conv.close()
+
+
+async def test_a_caller_starting_again_before_a_late_vad_says_so_keeps_the_turn():
+    """The pause is 480 ms and the rule's wait 500: the caller's next word starts on the pause's
+    500th ms, and a VAD two frames late calls it silence. Its loudness says otherwise: the turn goes
+    on, and ends after the next pause."""
+    assert await _pause_then(LateVAD(lag=2), 24, [TONE] * 20) == (0, 500)
+    assert await _pause_then(EnergyVAD(), 24, [TONE] * 20) == (0, 500)  # a VAD in time: the same
+
+
+async def test_a_loud_sound_the_vad_never_calls_speech_delays_the_end_by_three_frames_at_most():
+    # a knock on the pause's 500th ms: the turn ends on its 4th frame, 60 ms past the wait
+    assert await _pause_then(LateVAD(never=True), 24, [TONE] * 10) == (4, 0)
+    # quiet frames never hold the end: the first one past the wait ends the turn
+    assert await _pause_then(EnergyVAD(), 24, [SILENCE] * 3) == (1, 0)
