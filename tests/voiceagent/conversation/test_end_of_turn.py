@@ -56,6 +56,11 @@ class ScriptedTurnModel:
         ("My card number is", -0.1, 0.99, 1600),  # unfinished words: the maximum whatever it says
         ("My code is 4", -0.1, 0.99, 1600),  # a number being read
         ("Can you freeze my card please?", -0.55, 0.99, 1050),  # words the recogniser is unsure of
+        # a short sentence both doubt, a little and a lot: the longer wait ("i was born on ...")
+        ("I went for long.", -0.31, 0.09, 1050),
+        ("I went for long.", -0.31, 0.5, 522),  # the model not doubting: the recogniser's wait
+        # a whole sentence the recogniser doubts a little keeps its wait (Smart Turn doubts slow voices)
+        ("Someone stole my wallet with my credit card.", -0.35, 0.02, 610),
     ],
 )
 def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
