@@ -11,7 +11,8 @@ with less), and the two decide:
 
 - the words are unfinished (or, on a telephone band, the recogniser unsure of them): the lexical
   rule's wait, whatever the model says (on synthetic voices it hears "my card number is" or "my
-  code is four" as complete as often as not);
+  code is four" as complete as often as not), but at least the doubt's wait below for a short
+  sentence the model doubts (:func:`_whole`);
 - the words sound complete: the model's probability that the turn is complete sets the wait, from
   "now" (the model's own pause, at :data:`COMPLETE` and above) to ``VAD_SILENCE_TIMEOUT`` (just
   above :data:`DOUBTFUL`), in proportion between the two. More conservative than Pipecat's use of
