@@ -87,6 +87,49 @@ async def test_words_the_recogniser_only_guessed_at_leave_the_agent_going_though
     assert " ".join(tts.spoken[1:]) == STORY  # nothing said again
 
 
+async def test_an_interim_after_the_duck_called_it_noise_leaves_the_agent_going_too():
+    """The duck's verdict called it noise and restored the agent; an interim of the same utterance
+    writing the guessed words came later ("And then from." for an 8 kHz "mm-hmm", bench_turn_taking
+    seed 17 silero: the agent stopped for 982 ms). The verdict stands for that utterance."""
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    texts = ["tell me a story", "and then from", "and then from"]
+    async with Harness(script=[STORY], texts=texts, tts=tts) as h:
+        h.stt.on_demand, h.stt.logprob = True, -1.29
+        await talking(h)
+        h.stt.interim_after = 50  # well into the quiet after it, once the verdict restored the gain
+        await over_the_agent(h, speech_frames=25)
+        for _ in range(85):
+            h.conv.push_audio(SILENCE, 16000)
+            await asyncio.sleep(0.02)
+        await h.idle(timeout=8)
+    kinds = [(e.kind, getattr(e, "gain_db", None), getattr(e, "final", None)) for e in h.events]
+    restored = kinds.index(("Duck", 0.0, None))
+    interim = [i for i, k in enumerate(kinds) if k[0] == "Transcript" and k[2] is False]
+    assert interim and interim[-1] > restored, kinds  # the interim came after the restore
+    assert not h.of("StopAudio")  # the agent never stopped
+    assert " ".join(tts.spoken[1:]) == STORY  # nothing said again
+
+
+async def test_a_sound_too_short_to_duck_the_agent_cannot_stop_it_through_an_interim():
+    """A cough (120 ms of speech over the agent, under DUCK_AFTER_MS) whose interim wrote "Thats
+    all." stopped the agent for 802 ms under load (bench_turn_taking seed 17 silero): with a
+    recogniser that answers on demand, an interim (which does not say how sure it is) never stops
+    the agent; the duck's verdict does, and this was too short to duck it."""
+    tts = InstantTTS(ms_per_word=100, chunk_ms=100)
+    async with Harness(script=[STORY], texts=["tell me a story", "thats all", "thats all"], tts=tts) as h:
+        h.stt.on_demand, h.stt.logprob = True, -1.93  # Whisper's: hypotheses on demand
+        await talking(h)
+        h.stt.interim_after = 6  # while the cough is heard
+        await over_the_agent(h, speech_frames=6)
+        for _ in range(85):  # quiet long enough for words this unsure to end the utterance
+            h.conv.push_audio(SILENCE, 16000)
+            await asyncio.sleep(0.02)
+        await h.idle(timeout=8)
+    assert [e for e in h.of("Transcript") if not e.final and e.text]  # the interim came
+    assert not h.of("StopAudio") and not h.of("Duck")  # the agent never stopped nor ducked
+    assert " ".join(tts.spoken[1:]) == STORY
+
+
 async def test_without_hypotheses_on_demand_the_final_transcript_restores_the_gain():
     tts = InstantTTS(ms_per_word=100, chunk_ms=100)
     async with Harness(script=[STORY], texts=["tell me a story", "okay"], tts=tts) as h:

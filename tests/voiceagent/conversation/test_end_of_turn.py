@@ -299,7 +299,8 @@ async def test_the_pause_hypothesis_hears_every_frame_before_the_pause_even_in_a
         for _ in range(20):
             await asyncio.sleep(0)
         assert stt.hint_frames, "no hypothesis was asked at the pause"
-        assert stt.hint_frames[0] >= 40  # all 40 speech frames (and the preroll) were in it
+        # the pause's (the last asked: speech over the greeting may have asked the duck's before it)
+        assert stt.hint_frames[-1] >= 40  # all 40 speech frames (and the preroll) were in it
     finally:
         await conv.close()
 
