@@ -23,7 +23,8 @@ with less), and the two decide:
   recogniser's confident mishearings of a fragment ("my code is eight" -> "My code is paid.", "I
   was born on" -> "I went for a long." at 8 kHz: 0.17 and 0.06 from the model), the premature
   ends the words alone cannot see; a complete turn the model doubts (~20 % of the corpus's
-  synthetic voices) waits that long;
+  synthetic voices) waits that long, but a whole sentence the recogniser is sure of only to
+  ``VAD_SILENCE_TIMEOUT`` (:func:`_sure_whole_sentence`);
 - without a model answer (none configured, missing, failed, its queue full): the lexical rule
   alone, as before.
 
@@ -60,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from voiceagent.conversation.providers import TurnModel
 from voiceagent.conversation.turn_taking import (
+    MAX_WORDS_PER_VOICED_S,
     SURE_LOGPROB,
     UNSURE_LOGPROB,
     TurnTaking,
@@ -123,7 +125,7 @@ def fused_endpoint_ms(
         return max(lexical, doubt_ms)  # a short sentence doubted by both: see _whole
     if lexical > settings.endpointing_min_ms or lexical <= asked_at_ms:
         return lexical
-    if probability <= DOUBTFUL and not (wideband and _sure_whole_sentence(text, logprob, voiced_ms)):
+    if probability <= DOUBTFUL and not _sure_whole_sentence(text, logprob, wideband, voiced_ms):
         return max(lexical, doubt_ms)
     doubt = min(1.0, max(0.0, (COMPLETE - probability) / (COMPLETE - DOUBTFUL)))
     return asked_at_ms + round((lexical - asked_at_ms) * doubt)
@@ -140,20 +142,25 @@ def _whole(text: str) -> bool:
     return is_whole_question(text) or is_whole_statement(text)
 
 
-def _sure_whole_sentence(text: str, logprob: float | None, voiced_ms: int) -> bool:
-    """Words on a full band the model's doubt (<= :data:`DOUBTFUL`) cannot hold past
-    ``VAD_SILENCE_TIMEOUT``: a whole question or statement the recogniser is sure of
-    (``SURE_LOGPROB``), not opening with a possessive, fitting the speech heard. Smart Turn doubts
-    slow synthetic voices ("Can I talk to a real person?" at 150 wpm: 0.01-0.07, -0.16 from the
-    recogniser), and the mishearings its doubt caught were phone-band ones or possessive phrases.
-    bench_end_of_turn_rule, 16 kHz complete turns ended within 500 ms, seeds 16/17/18/19: 0.44 ->
-    0.53, 0.48 -> 0.54, 0.49 -> 0.56, 0.44 -> 0.52, no more fragments ended early."""
+def _sure_whole_sentence(text: str, logprob: float | None, wideband: bool, voiced_ms: int) -> bool:
+    """Words the model's doubt (<= :data:`DOUBTFUL`) cannot hold past ``VAD_SILENCE_TIMEOUT``: a
+    whole question or statement the recogniser is sure of (``SURE_LOGPROB``), not opening with a
+    possessive, fitting the speech the line's VAD heard (:data:`PLAUSIBLE_WORDS_PER_S` on a full
+    band; on a telephone band, whose VAD calls fewer frames voiced, ``is_hallucination``'s own 8).
+    Smart Turn doubts slow synthetic voices ("Can I talk to a real person?" at 150 wpm: 0.01-0.07,
+    -0.16 from the recogniser; flite slt's "What time is it?" at 8 kHz: 0.03, -0.21, 680 ms
+    voiced), and the mishearings its doubt caught were short sentences (:func:`_whole`) or
+    possessive phrases. bench_end_of_turn_rule, complete turns ended within 500 ms, seeds
+    16/17/18/19: 16 kHz 0.44 -> 0.53, 0.48 -> 0.54, 0.49 -> 0.56, 0.44 -> 0.52 (the full band);
+    8 kHz 0.39 -> 0.43, 0.30 -> 0.35, 0.36 -> 0.37, 0.31 -> 0.34 (the phone band); no more
+    fragments ended early."""
+    fit = PLAUSIBLE_WORDS_PER_S if wideband else MAX_WORDS_PER_VOICED_S
     return (
         logprob is not None
         and logprob >= SURE_LOGPROB
         and (is_whole_question(text) or is_whole_statement(text))
         and not opens_with_possessive(text)
-        and not is_hallucination(text, voiced_ms, PLAUSIBLE_WORDS_PER_S)
+        and not is_hallucination(text, voiced_ms, fit)
     )
 
 
@@ -249,7 +256,8 @@ class TurnModelListening:
         sure, model = (None if v is None else round(v, 2) for v in (logprob, p))
         band = {True: "full band", False: "phone band", None: "band unknown"}[self._line.wideband]
         head = f"{self.session_id}: end of turn after {self._silence_ms} ms of silence"
-        return f"{head}: wait {self._endpoint_ms} ms, words {words}, logprob {sure}, model {model}, {band}"
+        voiced = f"{band}, {utterance.voiced_frames * self.config.frame_ms} ms voiced"
+        return f"{head}: wait {self._endpoint_ms} ms, words {words}, logprob {sure}, model {model}, {voiced}"
 
     def _ask_turn_model(self, utterance: Any) -> None:
         """A pause: the model hears the utterance so far (in its own thread)."""

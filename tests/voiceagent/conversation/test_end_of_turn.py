@@ -66,7 +66,7 @@ class ScriptedTurnModel:
 def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
     assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS) == expected
     if logprob >= -0.3 and probability != 0.2:  # sure words: the line's band changes nothing (but see
-        # test_the_models_doubt_holds_sure_whole_sentences_on_a_full_band_only_to_the_timeout)
+        # test_the_models_doubt_holds_sure_whole_sentences_only_to_the_timeout)
         assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, True, 2000) == expected
 
 
@@ -147,19 +147,30 @@ def test_on_a_full_band_a_statement_the_recogniser_doubts_must_fit_the_speech_he
     [
         ("Can I talk to a real person?", -0.16, True, 500),  # sure words on a full band: the timeout
         ("Someone stole my wallet with my credit card.", -0.25, True, 500),
-        ("Can I talk to a real person?", -0.16, False, 1050),  # a phone line: the model's doubt holds
+        ("Can I talk to a real person?", -0.16, False, 500),  # on a phone line as well
+        ("What time is it?", -0.21, False, 500),  # flite slt at 8 kHz: Smart Turn 0.03
         ("Can I talk to a real person?", -0.4, True, 720),  # words the recogniser doubts: its own wait
         ("Tell me a joke.", -0.1, True, 1050),  # four words: no whole statement
+        ("Tell me a joke.", -0.1, False, 1050),
         ("My card was stolen last night.", -0.1, True, 1050),  # a possessive opening
+        ("My card was stolen last night.", -0.1, False, 1050),
     ],
 )
-def test_the_models_doubt_holds_sure_whole_sentences_on_a_full_band_only_to_the_timeout(
-    text, logprob, wideband, expected
-):
+def test_the_models_doubt_holds_sure_whole_sentences_only_to_the_timeout(text, logprob, wideband, expected):
     """Smart Turn doubts slow synthetic voices (0.01-0.07 for "Can I talk to a real person?" at
-    150 wpm); on a full band the recogniser's sureness of a whole sentence caps its wait at
-    VAD_SILENCE_TIMEOUT instead of half-way to the maximum."""
+    150 wpm; 0.03-0.05 for flite slt's "What time is it?" on a phone line); the recogniser's
+    sureness of a whole sentence caps its wait at VAD_SILENCE_TIMEOUT instead of half-way to the
+    maximum."""
     assert fused_endpoint_ms(text, SETTINGS, logprob, 0.04, MODEL_MS, wideband, 2500) == expected
+
+
+def test_the_cap_on_the_models_doubt_wants_the_words_to_fit_the_speech_the_lines_vad_heard():
+    """A phone line's VAD calls fewer frames voiced (see the next test): there the words must fit
+    8 a voiced second, on a full band 4.5."""
+    question = "What time is it?"  # 4 words
+    assert fused_endpoint_ms(question, SETTINGS, -0.21, 0.03, MODEL_MS, False, 600) == 500
+    assert fused_endpoint_ms(question, SETTINGS, -0.21, 0.03, MODEL_MS, True, 600) == 1050
+    assert fused_endpoint_ms(question, SETTINGS, -0.21, 0.03, MODEL_MS, False, 400) == 1050  # 10 a second
 
 
 def test_a_whole_question_on_a_phone_line_may_fill_its_voiced_frames_densely_but_not_absurdly():
@@ -225,6 +236,7 @@ async def test_each_end_of_turn_says_at_debug_level_what_it_waited_on(caplog):
         assert await _silence_at_end("can you freeze my card please", ScriptedTurnModel(0.97)) == MODEL_MS
     said = [r.getMessage() for r in caplog.records if ": end of turn after " in r.getMessage()]
     assert len(said) == 1 and "wait 160 ms" in said[0] and "model 0.97" in said[0], said
+    assert " ms voiced" in said[0], said  # the speech heard: what the fit of the words is judged on
 
 
 async def test_without_the_model_the_turn_ends_after_the_minimum_silence():
