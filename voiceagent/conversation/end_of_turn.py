@@ -47,9 +47,14 @@ once 0.18 -> 0.34 and 0.17 -> 0.30, with no more fragments ended early (1/120 ea
 question through (3-word ones too) ended "can you check ..." misheard as "Can you kick?", and
 4-word statements "my name is ..." misheard as "No, no, I'm married." (seed 17).
 
+On a full band a model leaning to complete (:data:`LEANING` up to :data:`COMPLETE`) shortens the
+doubt's wait in proportion, under the same guards.
+
 The words are waited for whenever the recogniser was asked (``hint_pending``): the model never
 ends a turn on audio alone while a hypothesis is on its way, so the decision comes when both are
-in: ~100 ms + the recogniser's decode, instead of ``VAD_SILENCE_TIMEOUT`` at the earliest.
+in: ~100 ms + the recogniser's decode, instead of ``VAD_SILENCE_TIMEOUT`` at the earliest. And the
+words never end a turn while the model's answer is on its way and could still hold it
+(:meth:`TurnModelListening._endpoint_for`).
 """
 
 from __future__ import annotations
@@ -86,6 +91,12 @@ logger = logging.getLogger("voiceagent.conversation")
 
 COMPLETE = 0.8  # the model at least this sure the turn is complete: it ends at the pause
 DOUBTFUL = 0.2  # the model at most this sure: it hears more coming, the wait grows
+# on a full band, a model between this and COMPLETE outweighs the recogniser's doubt in proportion:
+# espeak's "hello there" came back as "Hello nahre." at -1.1 with the model at 0.77 and waited the
+# maximum (1600 ms), 0.03 short of the override. bench_end_of_turn_rule (seeds 16-19, 80 a
+# category): 12 of 400 full-band complete turns sit there (0.51-0.80, -0.3..-0.9), and 2 of 480
+# fragments, both more words than the speech heard ("Be your nore.", "So hum the risk.")
+LEANING = 0.5
 HEARD_FRAMES = 400  # 8 s of 20 ms frames: what Smart Turn hears at most
 # words per second of voiced audio a doubted hypothesis may hold for a sure model to outweigh the
 # doubt: a caller's words fit (~2-4), Whisper inventing a sentence for a fragment does not
@@ -113,11 +124,13 @@ def fused_endpoint_ms(
     lexical = endpoint_ms(text, settings, logprob)
     if (
         probability is not None
-        and probability >= COMPLETE
+        and probability >= (COMPLETE if not wideband else LEANING)
         and lexical > settings.endpointing_min_ms
         and _outweighs_doubt(text, logprob, wideband, voiced_ms)
     ):
-        lexical = min(lexical, endpoint_ms(text, settings, None))  # the words alone: complete or not
+        alone = endpoint_ms(text, settings, None)  # the words alone: complete or not
+        share = min(1.0, max(0.0, (COMPLETE - probability) / (COMPLETE - LEANING)))
+        lexical = min(lexical, alone + round((lexical - alone) * share))  # see LEANING
     if probability is None:
         return lexical
     doubt_ms = (settings.endpointing_min_ms + settings.endpointing_max_ms) // 2
@@ -200,9 +213,15 @@ class PauseModel:
     heard: deque[bytes] = field(default_factory=lambda: deque(maxlen=HEARD_FRAMES))
     gap: int = 0  # silences so far: an answer for an earlier one is stale
     probability: float | None = None  # the model's answer for the current silence
+    pending: bool = False  # asked for the current silence, not yet answered
     quietest_db: float = 0.0  # the quietest frame of the current silence (dBFS)
     loud_frames: int = 0  # its frames that sounded like speech the VAD had not called so
     onset: bool = False  # the latest frame did, and the end waits for the VAD (ONSET_FRAMES at most)
+
+    def spoke_again(self) -> None:
+        """The caller spoke after a silence: the model's answer for it, come or coming, is stale."""
+        self.gap += 1
+        self.probability, self.pending = None, False
 
 
 class TurnModelListening:
@@ -242,8 +261,14 @@ class TurnModelListening:
         return self._silence_ms > 0 and self._endpoint_ms <= self._silence_ms and not utterance.pause.onset
 
     def _endpoint_for(self, utterance: Any) -> int:
-        """The silence that ends ``utterance`` now: its words and, for this pause, the model."""
-        at_ms, probability = self.config.turn_model_ms, utterance.pause.probability
+        """The silence that ends ``utterance`` now: its words and, for this pause, the model. While
+        the model's answer is on its way it counts as the most doubting one (0): a turn never ends
+        on the words before an answer that could still hold it (it ends at once when the answer
+        says so). On a loaded machine the answer came ~590 ms into the pause, after the words'
+        522 ms for "I went for long." (8 kHz "i was born on ...", bench_turn_taking seed 17 silero),
+        which the model's 0.09 would have held to 1050 ms: the caller went on at 794 ms."""
+        pause: PauseModel = utterance.pause
+        at_ms, probability = self.config.turn_model_ms, 0.0 if pause.pending else pause.probability
         wideband, voiced_ms = bool(self._line.wideband), utterance.voiced_frames * self.config.frame_ms
         return fused_endpoint_ms(
             utterance.text, self._turn, utterance.logprob, probability, at_ms, wideband, voiced_ms
@@ -270,7 +295,10 @@ class TurnModelListening:
         def wanted() -> bool:  # asked in the model's thread: reads two attributes
             return state.gap == gap and self._utterance is utterance
 
-        model.predict(b"".join(state.heard), lambda p: self._on_turn_probability(utterance, gap, p), wanted)
+        heard = b"".join(state.heard)
+        state.pending = model.predict(heard, lambda p: self._on_turn_probability(utterance, gap, p), wanted)
+        if state.pending and not utterance.hint_pending:  # the words are in: hold them for the answer
+            self._endpoint_ms = self._endpoint_for(utterance)
 
     def _on_turn_probability(self, utterance: Any, gap: int, probability: float | None) -> None:
         """The model's answer for the pause ``gap`` (on the loop): when the words are already in,
@@ -278,7 +306,7 @@ class TurnModelListening:
         state: PauseModel = utterance.pause
         if self.closed or utterance is not self._utterance or state.gap != gap:
             return  # the turn ended, or the caller spoke again since
-        state.probability = probability
+        state.probability, state.pending = probability, False
         if utterance.hint_pending:
             return  # the words decide with it when they come
         self._endpoint_ms = self._endpoint_for(utterance)

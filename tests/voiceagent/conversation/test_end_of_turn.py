@@ -77,13 +77,20 @@ DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its con
     ("text", "logprob", "probability", "expected"),
     [
         ("Hello there.", -1.04, 0.95, MODEL_MS),  # a sure model outweighs the doubt: ends at the pause
-        ("Hello there.", -1.04, 0.79, 1600),  # a model not sure enough: the doubt's wait
+        # a model leaning to complete (LEANING..COMPLETE) outweighs it in proportion ("Hello nahre.")
+        ("Hello there.", -1.04, 0.79, 537),
+        ("Hello there.", -1.04, 0.77, 610),
+        ("Hello there.", -1.04, 0.65, 1050),
+        ("Hello there.", -1.04, 0.5, 1600),  # at LEANING and below: the doubt's wait
+        ("Hello there.", -1.04, 0.3, 1600),
         ("Hello there.", -1.04, None, 1600),  # no model answer: the recogniser's doubt alone
         ("My card number is", -1.04, 0.99, 1600),  # unfinished words: the maximum, whatever the band
         # more words than the speech heard can hold ("the number is", 0.64 s, at 16 kHz): invented
         ("That's all I'm gonna do.", -0.9, 0.91, 1600),
         # doubted words in the shape of a misheard subject phrase ("my card number is ...")
         ("My card is done.", -0.9, 0.93, 1600),
+        ("That's all I'm gonna do.", -0.9, 0.7, 1600),  # a leaning model: the same guards
+        ("My card is done.", -0.9, 0.7, 1600),
     ],
 )
 def test_on_a_full_band_line_a_sure_model_outweighs_the_recognisers_doubt(
@@ -91,14 +98,15 @@ def test_on_a_full_band_line_a_sure_model_outweighs_the_recognisers_doubt(
 ):
     """On a telephone band the recogniser's doubt is what catches its confident mishearings of a
     fragment ("the number is ..." -> "No, I mean."), so it keeps its wait there whatever the model
-    says; on a full band a sure model ends a complete-sounding turn at the pause, unless the words
-    are more than the speech heard can hold (Whisper invented a sentence for a fragment)."""
+    says; on a full band a sure model ends a complete-sounding turn at the pause, and a model
+    leaning to complete shortens the doubt's wait in proportion, unless the words are more than
+    the speech heard can hold (Whisper invented a sentence for a fragment)."""
     voiced_ms = 640  # "hello there" or "the number is", fast
     assert fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, True, voiced_ms) == expected
     narrow = fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS, False, voiced_ms)
     assert narrow == fused_endpoint_ms(text, SETTINGS, logprob, probability, MODEL_MS)
     if text not in ("My card number is", "That's all I'm gonna do.", "My card is done."):
-        assert narrow == 1600  # the doubt's wait, as before
+        assert narrow == 1600  # the doubt's wait, as before: a leaning model counts on a full band only
 
 
 DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its confidence)
@@ -222,6 +230,39 @@ async def _silence_at_end(
         raise AssertionError("the turn never ended")
     finally:
         await conv.close()
+
+
+class LateTurnModel(ScriptedTurnModel):
+    """A turn model whose answer comes ``late_frames`` frames after it was asked (a loaded machine:
+    its thread queued behind other conversations' requests)."""
+
+    def __init__(self, probability: float | None, late_frames: int):
+        super().__init__(probability)
+        self.late_frames = late_frames
+
+    def predict(self, pcm16, on_result, wanted=None) -> bool:
+        self.heard.append(len(pcm16))
+
+        async def later() -> None:
+            for _ in range(self.late_frames * 3):  # _silence_at_end: three iterations a frame
+                await asyncio.sleep(0)
+            on_result(self.probability)
+
+        self.task = asyncio.get_running_loop().create_task(later())
+        return True
+
+
+@pytest.mark.parametrize(
+    ("probability", "ends_ms"), [(0.05, (1040, 1080)), (0.97, (600, 760)), (None, (500, 500))]
+)
+async def test_a_turn_the_model_could_still_hold_waits_for_its_late_answer(probability, ends_ms):
+    """The words alone would end "Tell me a joke." at 500 ms; the model, asked at 160 ms, answers
+    ~27 frames later (a loaded machine). Its doubt (0.05) holds the turn to 1050 ms, so the turn
+    does not end before the answer; a sure answer ends it at once; an answer of None (the model
+    failed or gave way) leaves the words' 500 ms, which have passed: it ends at once too."""
+    waited = await _silence_at_end("tell me a joke", LateTurnModel(probability, late_frames=27))
+    low, high = ends_ms if probability is not None else (500, 760)
+    assert low <= waited <= high, waited
 
 
 async def test_a_turn_the_model_hears_complete_ends_at_the_first_pause():
