@@ -269,7 +269,8 @@ class CascadeListening(TurnModelListening):
             self._watch_for_barge_in(utterance)
         if speech:
             if self._silence_ms:  # talking again: the model's answer for that pause is stale
-                utterance.pause.spoke_again()
+                utterance.pause.gap += 1
+                utterance.pause.probability = None
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
                 utterance.pauses += 1
