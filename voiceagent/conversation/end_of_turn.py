@@ -122,7 +122,7 @@ def fused_endpoint_ms(
     lexical = endpoint_ms(text, settings, logprob)
     if (
         probability is not None
-        and probability >= (COMPLETE if not wideband else LEANING)
+        and probability >= (LEANING if wideband else COMPLETE)
         and lexical > settings.endpointing_min_ms
         and _outweighs_doubt(text, logprob, wideband, voiced_ms)
     ):
@@ -169,7 +169,7 @@ def _sure_whole_sentence(text: str, logprob: float | None, wideband: bool, voice
     return (
         logprob is not None
         and logprob >= SURE_LOGPROB
-        and (is_whole_question(text) or is_whole_statement(text))
+        and _whole(text)
         and not opens_with_possessive(text)
         and not is_hallucination(text, voiced_ms, fit)
     )
