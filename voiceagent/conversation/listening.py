@@ -37,6 +37,7 @@ from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.line_band import LineBand
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
+from voiceagent.conversation.stream_gaps import StreamGaps
 from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.turn_taking import (
     BACKGROUND_MARGIN_DB,
@@ -109,7 +110,7 @@ class _Utterance:
     pause: PauseModel = field(default_factory=PauseModel)  # the turn model's audio and answer
 
 
-class CascadeListening(TurnModelListening):
+class CascadeListening(TurnModelListening, StreamGaps):
     """Caller audio to final transcripts (its state lives on the conversation)."""
 
     session_id: str
@@ -179,6 +180,7 @@ class CascadeListening(TurnModelListening):
         """The session is open: process the audio pushed before, then each push at once."""
         early, self._early = self._early, deque()
         self._listening = True
+        self._audio_arrived()  # the audio pushed before: as if it came now
         self._turn = self.turn_taking_for(self._current_agent)
         for pcm, rate in early:
             self._feed(pcm, rate)
@@ -196,6 +198,7 @@ class CascadeListening(TurnModelListening):
                 self._drop_oldest(self._early, "audio before the start is too long")
             self._early.append((pcm, sample_rate))
             return True
+        self._audio_arrived()  # a gap in the audio is the caller's silence (StreamGaps)
         try:
             self._feed(pcm, sample_rate)
         except Exception:  # a bug here must not reach the transport nor deafen the session silently
@@ -260,6 +263,7 @@ class CascadeListening(TurnModelListening):
             utterance.task = asyncio.get_running_loop().create_task(self._run_utterance(utterance))
             self._silence_ms = 0
             self._caller_activity()
+            self._watch_for_gaps()
         if utterance.frames_in < self.config.max_utterance_frames:
             utterance.frames.put_nowait(frame)
             utterance.frames_in += 1
@@ -269,8 +273,7 @@ class CascadeListening(TurnModelListening):
             self._watch_for_barge_in(utterance)
         if speech:
             if self._silence_ms:  # talking again: the model's answer for that pause is stale
-                utterance.pause.gap += 1
-                utterance.pause.probability = None
+                utterance.pause.spoke_again()
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
                 utterance.pauses += 1

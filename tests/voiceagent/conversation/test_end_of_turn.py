@@ -232,6 +232,39 @@ async def _silence_at_end(
         await conv.close()
 
 
+class LateTurnModel(ScriptedTurnModel):
+    """A turn model whose answer comes ``late_frames`` frames after it was asked (a loaded machine:
+    its thread queued behind other conversations' requests)."""
+
+    def __init__(self, probability: float | None, late_frames: int):
+        super().__init__(probability)
+        self.late_frames = late_frames
+
+    def predict(self, pcm16, on_result, wanted=None) -> bool:
+        self.heard.append(len(pcm16))
+
+        async def later() -> None:
+            for _ in range(self.late_frames * 3):  # _silence_at_end: three iterations a frame
+                await asyncio.sleep(0)
+            on_result(self.probability)
+
+        self.task = asyncio.get_running_loop().create_task(later())
+        return True
+
+
+@pytest.mark.parametrize(
+    ("probability", "ends_ms"), [(0.05, (1040, 1080)), (0.97, (600, 760)), (None, (500, 760))]
+)
+async def test_a_turn_the_model_could_still_hold_waits_for_its_late_answer(probability, ends_ms):
+    """The words alone would end "Tell me a joke." at 500 ms; the model, asked at 160 ms, answers
+    ~27 frames later (a loaded machine). Its doubt (0.05) holds the turn to 1050 ms, so the turn
+    does not end before the answer; a sure answer ends it at once; an answer of None (the model
+    failed or gave way) leaves the words' 500 ms, which have passed: it ends at once too."""
+    waited = await _silence_at_end("tell me a joke", LateTurnModel(probability, late_frames=27))
+    low, high = ends_ms
+    assert low <= waited <= high, waited
+
+
 async def test_a_turn_the_model_hears_complete_ends_at_the_first_pause():
     model = ScriptedTurnModel(0.97)
     assert await _silence_at_end("can you freeze my card please", model) == MODEL_MS
