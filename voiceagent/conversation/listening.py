@@ -45,6 +45,7 @@ from voiceagent.conversation.turn_taking import (
     is_backchannel,
     is_hallucination,
 )
+from voiceagent.speech.audio.levels import frame_dbfs
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -241,12 +242,12 @@ class CascadeListening(TurnModelListening, StreamGaps):
         utterance = self._utterance
         gated = self._turn.echo_gate_db > 0.0
         if utterance is None and gated and self._echo.playing(now := self.loop_time()):
-            level = _level(frame)  # the line between the caller's turns, under the agent: its echo
+            level = frame_dbfs(frame)  # the line between the caller's turns, under the agent: its echo
             agent = self._echo.observe(level, now)
             if speech and self._echo.is_echo(level, now, self._turn.echo_gate_db, agent):
                 speech = False  # the agent's own voice coming back
         elif speech:
-            level = _level(frame)
+            level = frame_dbfs(frame)
             if self._echo.is_echo(level, self.loop_time(), self._turn.echo_gate_db):
                 speech = False
         if utterance is None:
@@ -373,6 +374,14 @@ class CascadeListening(TurnModelListening, StreamGaps):
         """An utterance is in progress (no re-prompt while the caller is talking)."""
         return self._utterance is not None
 
+    def _fill_silence(self, frames: int) -> None:
+        """A gap in the client's audio (StreamGaps): silent frames, until the turn ends on them."""
+        silence = bytes(self._frame_bytes * 20 // self.config.frame_ms)  # FRAME_S
+        for _ in range(frames):
+            if self._utterance is None or self.closed:
+                return
+            self._feed(silence, self.config.sample_rate)
+
     def note_agent_audio(self, pcm: bytes, sample_rate: int, start: float) -> None:
         """Agent audio that plays from ``start``: the echo gate's reference."""
         if self._turn.echo_gate_db > 0.0:
@@ -483,12 +492,6 @@ class CascadeListening(TurnModelListening, StreamGaps):
             self._utterance.task.cancel()
         self._utterance = None
         self._silence_ms = 0
-
-
-def _level(frame: bytes) -> float:
-    from voiceagent.speech.audio import frame_dbfs
-
-    return frame_dbfs(frame)
 
 
 def _db(power: float) -> float:

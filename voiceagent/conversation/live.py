@@ -56,6 +56,7 @@ from voiceagent.conversation.live_turns import HeldSpeech
 from voiceagent.conversation.providers import ProviderError, ToolCallRequest
 from voiceagent.conversation.session import PERSON, Turn
 from voiceagent.conversation.specs import AgentSpec
+from voiceagent.conversation.stream_gaps import FRAME_S, StreamGaps
 from voiceagent.llm.realtime import SAMPLE_RATE, RealtimeClient, RealtimeConnection, SessionConfig
 from voiceagent.speech.audio import DEFAULT_QUALITY, StreamResampler
 
@@ -86,7 +87,7 @@ class LiveConfig(CoreConfig):
     say_line: str = SAY_LINE
 
 
-class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
+class LiveConversation(RealtimeEvents, RealtimeLink, StreamGaps, ConversationCore):
     """A conversation over a realtime voice API. Create, ``await start()``, then push and read events."""
 
     log = logger
@@ -127,6 +128,7 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
         self._playing_rid = 0
         self._tool_rounds = 0
         self._speech_started_ms: int | None = None  # the server VAD's, for the audio heard
+        self._in_speech = False  # the server VAD heard the caller start and not yet stop
         self._hold: HeldSpeech | None = None  # speech over the agent, not yet judged
         self._judging: dict[str, HeldSpeech] = {}  # stopped speech over the agent awaiting its words
         self._waiting_creates: deque[dict[str, Any]] = deque()  # until the open response is done
@@ -238,15 +240,29 @@ class LiveConversation(RealtimeEvents, RealtimeLink, ConversationCore):
                     logger.warning("caller audio dropped: %s", exc)
                     return False
             pcm = resampler.process(pcm).tobytes()
+        if self._loop is not None:
+            self._audio_arrived()  # a gap in the audio is the caller's silence (StreamGaps)
+        self._send_pcm(pcm)
+        return True
+
+    def _send_pcm(self, pcm: bytes) -> None:
+        """24 kHz caller audio to the socket, in batches of ``append_ms``."""
         buf = self._pcm
         if not buf and len(pcm) >= self._append_bytes:
             self._queue_audio(pcm)
-            return True
+            return
         buf += pcm
         if len(buf) >= self._append_bytes:
             self._queue_audio(bytes(buf))
             buf.clear()
-        return True
+
+    def _caller_speaking(self) -> bool:
+        """The service's VAD heard the caller start and not yet stop (no re-prompt meanwhile)."""
+        return self._in_speech
+
+    def _fill_silence(self, frames: int) -> None:
+        """A gap in the client's audio mid-speech (StreamGaps): silence for the service's VAD."""
+        self._send_pcm(bytes(round(SAMPLE_RATE * FRAME_S) * 2 * frames))
 
     def _queue_audio(self, chunk: bytes) -> None:
         if len(self._audio_out) >= self._audio_limit:

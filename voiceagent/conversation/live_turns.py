@@ -78,6 +78,7 @@ class CallerTurns:
     clock: TurnClock
     responses_requested: int
     _speech_started_ms: int | None
+    _in_speech: bool
     _state_name: str | None
     _partials: dict[str, str]
     _current: Any  # LiveResponse | None
@@ -105,6 +106,8 @@ class CallerTurns:
         def _barge_in(self, cause: str) -> None: ...
 
         def _caller_activity(self) -> None: ...
+
+        def _watch_for_gaps(self) -> None: ...
 
         def _user_turn(self, text: str) -> None: ...
 
@@ -167,6 +170,8 @@ class CallerTurns:
         self._caller_activity()
         started = event.get("audio_start_ms")
         self._speech_started_ms = started if isinstance(started, int) else None
+        self._in_speech = True
+        self._watch_for_gaps()  # a client that stops sending now: its gap is silence (StreamGaps)
         wait_ms = self._turn_taking().min_interruption_ms
         if wait_ms <= 0 or not self._agent_busy():
             self._hold = None
@@ -184,6 +189,7 @@ class CallerTurns:
 
     async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
         now = self.loop_time()
+        self._in_speech = False
         start, end = self._speech_started_ms, event.get("audio_end_ms")
         heard_s = (end - start) / 1000.0 if isinstance(end, int) and start is not None else None
         hold, self._hold = self._hold, None

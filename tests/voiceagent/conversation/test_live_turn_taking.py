@@ -17,6 +17,7 @@ from voiceagent.conversation.live import LiveConfig, LiveConversation
 from voiceagent.conversation.live_turns import finished_words
 from voiceagent.conversation.session import InMemorySessionStore
 from voiceagent.conversation.specs import VoiceSpec
+from voiceagent.conversation.stream_gaps import GAP_S
 from voiceagent.conversation.testing import StaticDirectory
 from voiceagent.conversation.tools import ToolRegistry
 from voiceagent.conversation.turn_taking import TurnTaking, TurnTakingSpec
@@ -217,6 +218,19 @@ async def test_speech_while_the_agent_is_quiet_is_a_turn_at_once(kind, peer):
         await h.until(lambda h: len(h.said()) == 2)
     assert h.user_texts() == ["okay"] and h.said() == ["Hello, front desk.", "Okay."]
     assert not h.of("StopAudio")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_caller_who_stops_sending_mid_speech_still_gets_an_answer(kind, peer):
+    """Speech, 40 ms of silence, then no audio at all (push-to-talk released): the service's VAD
+    counts silence on the audio appended, so without the gap sent as silence (StreamGaps) it never
+    said speech_stopped and the caller waited forever."""
+    peer.user_says("okay")
+    async with Live(client_for(kind, peer)) as h:
+        await h.quiet()
+        h.speak(speech_frames=10, silence_frames=2)
+        await h.until(lambda h: len(h.said()) == 2, timeout=5 * GAP_S + 5)
+    assert h.user_texts() == ["okay"] and h.said() == ["Hello, front desk.", "Okay."]
 
 
 @pytest.mark.parametrize("kind", KINDS)
