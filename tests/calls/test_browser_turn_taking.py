@@ -139,6 +139,7 @@ class Caller:
         self._played: list[np.ndarray] = [np.zeros(FRAME, np.int16)] * max(1, echo_ms // 20)
         self.echo_gain = None if echo_db is None else 10 ** (-echo_db / 20)
         self._tasks: list[asyncio.Task] = []
+        self.sending = True  # False: the page sends nothing (push-to-talk released, muted)
 
     def loop_time(self) -> float:
         return asyncio.get_running_loop().time()
@@ -177,7 +178,8 @@ class Caller:
             if self.echo_gain is not None:
                 frame += echo.astype(np.float32) * self.echo_gain
             data = np.clip(frame, -32768, 32767).astype("<i2").tobytes()
-            await self.comm.send_to(bytes_data=data)
+            if self.sending:
+                await self.comm.send_to(bytes_data=data)
             await asyncio.sleep(max(0.0, start + tick * 0.02 - self.loop_time()))
 
     async def _receive(self) -> None:
@@ -354,6 +356,23 @@ async def test_a_caller_speaking_well_below_the_agent_on_a_clean_line_stops_it_a
         words = await caller.wait(lambda m: m["type"] == "transcript", after=at, timeout=WORDS_S)
         assert stopped < words  # ducked by the sound of a voice, not by its first recognised word
         await caller.wait(final("response"), after=at, timeout=WORDS_S)
+
+
+async def test_a_caller_whose_page_stops_sending_as_the_words_end_is_answered(runtime):
+    """Push-to-talk released the moment the words end: not a frame of silence follows. The turn's
+    end is counted on frames, so it never came and the caller waited forever; a gap in the audio
+    is now the caller's silence (voiceagent/conversation/stream_gaps.py)."""
+    caller = await listening_agent()
+    async with caller:
+        at = caller.loop_time()
+        caller.say(speech("can you freeze my card please"))
+        while len(caller._say):
+            await asyncio.sleep(0.005)
+        caller.sending = False
+        heard = await caller.wait(final("transcript"), after=at, timeout=WORDS_S)
+        await caller.wait(final("response"), after=heard, timeout=WORDS_S)
+        finals = [m["payload"]["text"] for m in caller.since(at) if final("transcript")(m)]
+        assert len(finals) == 1 and "card" in finals[0].lower(), finals
 
 
 async def test_a_pause_inside_a_sentence_does_not_end_the_turn(runtime):

@@ -166,7 +166,11 @@ async def barge_in(host: str) -> tuple[str, float, float, float]:
                     cut_at = time.monotonic() - began
 
         listener = asyncio.create_task(listen())
-        await asyncio.sleep(0.5)  # the greeting has begun
+        # speak once the greeting has begun: a loaded machine synthesises its first sentence late,
+        # and the caller's words must be judged within the greeting's ~2.9 s
+        async with asyncio.timeout(30):
+            while not sent_s:
+                await asyncio.sleep(0.01)
         index = 0
         while (cut_at is None or time.monotonic() - began < cut_at + 1.5) and index < 400:
             await ws.send(frames[index % len(frames)])

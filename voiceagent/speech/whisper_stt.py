@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from voiceagent.conversation.providers import ProviderError
 from voiceagent.speech.pools import ClientPool, PoolTimeout, pool_options
-from voiceagent.speech.whisper_process import Decoded, QueueStats, RecognizerProcess
+from voiceagent.speech.whisper_process import Decoded, QueueStats, RecognizerProcess, Skipped
 from voiceagent.speech.whisper_queue import Kind
 from voiceagent.speech.whisper_worker import GREEDY_DEPTH
 
@@ -169,9 +169,23 @@ class WhisperStream:
     async def _decode_pause(
         self, decoding: asyncio.Task[Decoded], on_text: Callable[[str, float | None], None]
     ) -> None:
+        """Hand a pause decode's words to ``on_text``. One that a newer pause decode of the same
+        utterance made stale answers with the newer one's words: "nothing said" would be a lie.
+        Under the agent the duck asks again and again while the caller speaks; on a loaded
+        machine each ask was queued behind the next, came back empty and was taken for noise, and
+        a caller saying "wait, stop, I have a different question" over the greeting was held at
+        NOISE_MAX_MS instead of stopping it (CI, tests/calls/test_recording_servers.py)."""
         text, logprob = "", None
         with contextlib.suppress(ProviderError):  # the final decode reports failures
-            text, _, _, logprob = await asyncio.shield(decoding)
+            while True:
+                try:
+                    text, _, _, logprob = await asyncio.shield(decoding)
+                    break
+                except Skipped:  # a newer pause decode of this utterance hears all it did, and more
+                    newer = self._pause.decoding if self._pause is not None else None
+                    if newer is None or newer is decoding:
+                        raise  # made stale by the final: the final transcript answers
+                    decoding = newer
         if not self._closing:
             try:
                 on_text(text, logprob)

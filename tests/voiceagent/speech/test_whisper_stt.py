@@ -196,6 +196,34 @@ async def test_the_recogniser_says_it_is_backlogged_while_more_wait_than_a_round
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_pause_decode_made_stale_by_a_newer_one_answers_with_its_words(stt):
+    """The duck asks again while the caller speaks on; when the workers are busy the older ask is
+    still queued as the newer comes, and the queue skips it (the newer hears all it would have).
+    Its answer is the newer decode's words, not "nothing said" (which the duck took for noise)."""
+    await stt.warm()
+    busy = [await stt.open("en-US", None) for _ in range(stt.workers * 2)]
+    speech = espeak_16k("wait stop i have a different question", "en-gb", 190)
+    for other in busy:
+        await other.push(speech)
+        assert other.hint_pause(lambda text, logprob=None: None)
+    stream = await stt.open("en-US", None)
+    answers: list[tuple[str, float | None]] = []
+    half = len(speech) // 4 * 2
+    await stream.push(speech[:half])
+    assert stream.hint_pause(lambda text, logprob=None: answers.append((text, logprob)))
+    await stream.push(speech[half:])
+    assert stream.hint_pause(lambda text, logprob=None: answers.append((text, logprob)))
+    async with asyncio.timeout(60):
+        while len(answers) < 2:
+            await asyncio.sleep(0.01)
+    assert stt._recognizer.stats.skipped.get("pause", 0) >= 1  # the older one was skipped
+    assert answers[0] == answers[1] and "question" in answers[0][0].lower(), answers
+    assert answers[0][1] is not None
+    for caller in [*busy, stream]:
+        await caller.cancel()
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_silence_and_noise_are_not_words(stt):
     rng = np.random.default_rng(7)
     noise = (rng.normal(0, 300, 16000 * 2)).astype("<i2").tobytes()
