@@ -37,7 +37,7 @@ from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.line_band import LineBand
 from voiceagent.conversation.providers import STTProvider, STTStream
 from voiceagent.conversation.specs import AgentSpec
-from voiceagent.conversation.stream_gaps import StreamGaps
+from voiceagent.conversation.stream_gaps import FRAME_S, StreamGaps
 from voiceagent.conversation.timing import TurnClock
 from voiceagent.conversation.turn_taking import (
     BACKGROUND_MARGIN_DB,
@@ -376,7 +376,7 @@ class CascadeListening(TurnModelListening, StreamGaps):
 
     def _fill_silence(self, frames: int) -> None:
         """A gap in the client's audio (StreamGaps): silent frames, until the turn ends on them."""
-        silence = bytes(self._frame_bytes * 20 // self.config.frame_ms)  # FRAME_S
+        silence = bytes(round(self.config.sample_rate * FRAME_S) * 2)
         for _ in range(frames):
             if self._utterance is None or self.closed:
                 return
