@@ -57,6 +57,13 @@ async def corpus(per_category: int, seed: int) -> list:
             await synth.close()
 
 
+def stops_of(case: Any) -> list[tuple[str, float, float | None]]:
+    """Where the caller of a plain or pause case stops: (``complete`` or the pause's kind, seconds
+    into the clip, the pause's length in seconds or None at the end)."""
+    _, end = speech_bounds(case.trigger)
+    return [("complete", end, None)] + [(case.kind, a, b - a) for a, b in case.pauses]
+
+
 def points(cases: list, seed: int, model_s: float = MODEL_S) -> list[dict[str, Any]]:
     """Every point where a caller stops: (what it is, the audio heard at the hint and the model,
     asked at ``model_s`` of silence)."""
@@ -66,9 +73,8 @@ def points(cases: list, seed: int, model_s: float = MODEL_S) -> list[dict[str, A
         if case.category not in ("plain", "pause"):
             continue
         phone = case.sample_rate == 8000
-        start, end = speech_bounds(case.trigger)
-        stops = [("complete", end, None)] + [(case.kind, a, b - a) for a, b in case.pauses]
-        for group, at, gap in stops:
+        start, _ = speech_bounds(case.trigger)
+        for group, at, gap in stops_of(case):
             out.append(
                 {
                     "case": case.id,
@@ -142,6 +148,30 @@ def judge(rows: list[dict[str, Any]], model_s: float = MODEL_S) -> dict[str, Any
     return out
 
 
+def decode(stops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each point's words and confidence as the engine's pause hypothesis gets them, and Smart
+    Turn's answer (the rule is applied by :func:`rejudge`)."""
+    import voiceagent  # noqa: F401  (its thread policy before numpy's first use in a model)
+    from voiceagent.config import load_config
+    from voiceagent.llm.rules import DIALOG_DIR
+    from voiceagent.speech.turn_model import SmartTurnModel
+    from voiceagent.speech.vocabulary import build_prompt
+    from voiceagent.speech.whisper_stt import WhisperSTT
+    from voiceagent.speech.whisper_worker import BEAM, QUICK_WINDOW, Recognizer
+
+    recognizer = Recognizer(str(WhisperSTT.from_config(load_config()).model_dir), 1)
+    model = SmartTurnModel()
+    prompt = build_prompt(DIALOG_DIR)
+    decoded = []
+    for point in stops:
+        [(text, logprob)] = recognizer.transcribe_batch([(point["hint"], prompt)], BEAM, QUICK_WINDOW)
+        probability = model.score(point["model"])
+        keep = ("case", "kind", "group", "phone", "gap_ms", "voiced_ms")
+        decoded.append({**{k: point[k] for k in keep}, "text": text, "logprob": round(logprob, 3),
+                        "probability": round(probability, 3)})  # fmt: skip
+    return decoded
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-category", type=int, default=80)
@@ -157,27 +187,8 @@ async def main() -> None:
         print(report(rejudge(json.loads(args.source.read_text()), model_s), None, model_s), flush=True)
         return
 
-    import voiceagent  # noqa: F401  (its thread policy before numpy's first use in a model)
-    from voiceagent.config import load_config
-    from voiceagent.llm.rules import DIALOG_DIR
-    from voiceagent.speech.turn_model import SmartTurnModel
-    from voiceagent.speech.vocabulary import build_prompt
-    from voiceagent.speech.whisper_stt import WhisperSTT
-    from voiceagent.speech.whisper_worker import BEAM, QUICK_WINDOW, Recognizer
-
     cases = await corpus(args.per_category, args.seed)
-    stops = points(cases, args.seed, model_s)
-    recognizer = Recognizer(str(WhisperSTT.from_config(load_config()).model_dir), 1)
-    model = SmartTurnModel()
-    prompt = build_prompt(DIALOG_DIR)
-    decoded = []
-    for point in stops:
-        [(text, logprob)] = recognizer.transcribe_batch([(point["hint"], prompt)], BEAM, QUICK_WINDOW)
-        probability = model.score(point["model"])
-        keep = ("case", "kind", "group", "phone", "gap_ms", "voiced_ms")
-        decoded.append({**{k: point[k] for k in keep}, "text": text, "logprob": round(logprob, 3),
-                        "probability": round(probability, 3)})  # fmt: skip
-    rows = rejudge(decoded, model_s)
+    rows = rejudge(decode(points(cases, args.seed, model_s)), model_s)
     if args.details:
         args.details.write_text(json.dumps(rows, indent=0))
     print(report(rows, args.seed, model_s), flush=True)

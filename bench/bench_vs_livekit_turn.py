@@ -1,0 +1,198 @@
+"""End of turn side by side with LiveKit Agents, on the same clips, offline: one JSON line.
+
+At every point of bench_turn_taking's corpus where a caller stops (the end of each plain and pause
+case, and each pause inside a pause case; question openings included), both decide how long to
+wait before the turn is over:
+
+- **Ours**: exactly bench_end_of_turn_rule's figures (the recogniser's pause hypothesis at 100 ms
+  of silence, Smart Turn at 160 ms, fused by ``fused_endpoint_ms`` with the line's band).
+- **LiveKit Agents 1.8.9** with its on-device audio turn detector (``TurnDetector()`` without
+  LiveKit Cloud: ``turn-detector-v1-mini`` from ``livekit-local-inference``, whose weights ship in
+  that wheel), run in its OWN venv (``--venv``, default var/bench-venvs/livekit, made on first use
+  with :data:`LIVEKIT_REQUIREMENTS`; never a dependency of the service) by
+  bench/livekit_peer/eot.py. It hears what LiveKit's local transport hands it: the last 1.2 s of
+  the caller's audio when its VAD has counted 200 ms of silence (here the silence is counted from
+  the speech's true end: no VAD error is charged to LiveKit). Its policy, read from the installed
+  package (``audio_recognition._bounce_eou_task``): below the English "unlikely" threshold (0.36)
+  the turn ends ``max_delay`` (2.5 s) after the speech, else ``min_delay`` (0.3 s) after it, but
+  never before the model has answered (200 ms + its inference time, measured here per call).
+
+Figures per band (16 kHz; 8 kHz through the phone band, resampled to 16 kHz for both), as
+bench_end_of_turn_rule prints them: complete turns' wait p50/p95 and the share ended within
+500 ms, and fragments ended early (a wait shorter than the caller's pause). The model's ms per
+call (wall, single requests, the machine otherwise idle) is printed beside, and how its model
+tells complete turns from pauses per kind of voice. Both sides hear the same clips in a run; Piper's
+clips differ a little from run to run (its synthesis draws noise), so figures move by a few points.
+
+Not compared: LiveKit also waits for its STT's final transcript before it commits a turn (ours
+waits for the pause hypothesis, counted in its wait); and LiveKit Cloud's bigger ``v1`` model.
+
+    .venv/bin/python bench/bench_vs_livekit_turn.py [--per-category 80] [--seed 16]
+        [--ours FILE]  # a bench_end_of_turn_rule --details file of the same corpus: no decoding
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_end_of_turn_rule import MODEL_S, corpus, decode, judge, points, rejudge, stops_of  # noqa: E402
+from bench_turn_model import heard  # noqa: E402
+
+LIVEKIT_VERSION = "1.8.9"
+LIVEKIT_REQUIREMENTS = (f"livekit-agents=={LIVEKIT_VERSION}", "livekit-local-inference==0.2.7")
+
+
+def livekit_python(venv: Path) -> Path:
+    """The venv's python with LiveKit Agents :data:`LIVEKIT_VERSION`, made on first use."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"creating {venv} (LiveKit Agents {LIVEKIT_VERSION})", file=sys.stderr)
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", str(venv)], check=True)
+    probe = "import importlib.metadata as m; print(m.version('livekit-agents'))"
+    found = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    if found.stdout.strip() != LIVEKIT_VERSION:
+        print(f"installing {' '.join(LIVEKIT_REQUIREMENTS)} into {venv}", file=sys.stderr)
+        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *LIVEKIT_REQUIREMENTS]
+        subprocess.run(pip, check=True, stdout=sys.stderr)
+    return python
+
+
+class LiveKitEOT:
+    """bench/livekit_peer/eot.py in LiveKit's venv: ``score(pcm)`` -> (probability, wall ms)."""
+
+    def __init__(self, python: Path):
+        argv = [str(python), str(ROOT / "bench" / "livekit_peer" / "eot.py")]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit("LiveKit's end-of-turn peer did not start (see its error above)")
+        self.policy: dict[str, Any] = json.loads(line)
+
+    def score(self, pcm: np.ndarray) -> tuple[float, float]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(struct.pack("<I", len(pcm)) + pcm.astype("<i2").tobytes())
+        self.proc.stdin.flush()
+        probability, wall_ms = self.proc.stdout.readline().split()
+        return float(probability), float(wall_ms)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def livekit_rows(cases: list, seed: int, peer: LiveKitEOT) -> tuple[list[dict[str, Any]], list[float]]:
+    """Every stop judged by LiveKit's policy on its model's answer; and the model's ms per call."""
+    policy = peer.policy
+    ask_s = policy["asked_after_silence_ms"] / 1000
+    hears = round(policy["hears_s"] * 16000)
+    rng = np.random.default_rng(seed)
+    rows, walls = [], []
+    for case in cases:
+        if case.category not in ("plain", "pause"):
+            continue
+        phone = case.sample_rate == 8000
+        for group, at, gap in stops_of(case):
+            pcm = np.frombuffer(heard(case.trigger, at + ask_s, phone, rng), "<i2")[-hears:]
+            probability, wall_ms = peer.score(pcm)
+            walls.append(wall_ms)
+            unlikely = probability < policy["unlikely_threshold"]
+            delay_ms = 1000 * (policy["max_delay_s"] if unlikely else policy["min_delay_s"])
+            rows.append(
+                {
+                    "case": case.id,
+                    "kind": case.kind,
+                    "group": group,
+                    "phone": phone,
+                    "voice": re.split("[:@]", case.voice)[0],
+                    "gap_ms": None if gap is None else round(gap * 1000),
+                    "text": case.id,  # judge() lists the fragments ended early by this
+                    "probability": round(probability, 3),
+                    "wait_ms": round(max(delay_ms, 1000 * ask_s + wall_ms)),
+                }
+            )
+    return rows, walls
+
+
+def separation(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
+    """How LiveKit's model tells complete turns from pauses, per kind of voice (Piper's neural
+    voice has a speaker's prosody; espeak-ng's formant voices barely do): the median probability
+    and the share at or above its threshold."""
+    out: dict[str, Any] = {}
+    for engine in sorted({r["voice"] for r in rows}):
+        for group in ("complete", "pause"):
+            ps = [
+                r["probability"]
+                for r in rows
+                if r["voice"] == engine and (r["group"] == "complete") == (group == "complete")
+            ]
+            if ps:
+                out[f"{engine} {group}"] = {
+                    "n": len(ps),
+                    "median": round(statistics.median(ps), 3),
+                    "likely": round(sum(p >= threshold for p in ps) / len(ps), 3),
+                }
+    return out
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-category", type=int, default=80)
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--venv", type=Path, default=ROOT / "var" / "bench-venvs" / "livekit")
+    parser.add_argument("--ours", type=Path, help="a bench_end_of_turn_rule --details file (same corpus)")
+    parser.add_argument("--details", type=Path, help="LiveKit's answer at every point (JSON)")
+    args = parser.parse_args()
+    peer = LiveKitEOT(livekit_python(args.venv))
+    try:
+        cases = await corpus(args.per_category, args.seed)
+        theirs, walls = livekit_rows(cases, args.seed, peer)
+    finally:
+        peer.close()
+    if args.ours:
+        ours = rejudge(json.loads(args.ours.read_text()))
+    else:
+        ours = rejudge(decode(points(cases, args.seed)))
+    if args.details:
+        args.details.write_text(json.dumps(theirs, indent=0))
+    print(
+        json.dumps(
+            {
+                "bench": "vs_livekit_turn",
+                "seed": args.seed,
+                "points": len(theirs),
+                "ours": {
+                    "decides_from": "Whisper tiny.en pause hypothesis at 100 ms + Smart Turn v3.2 at 160 ms",
+                    "by_sample_rate": judge(ours, MODEL_S),
+                },
+                "livekit": {
+                    **peer.policy,
+                    "ms_per_call_p50": round(statistics.median(walls), 1),
+                    "by_sample_rate": judge(theirs, peer.policy["min_delay_s"]),
+                    "separation_by_voice": separation(theirs, peer.policy["unlikely_threshold"]),
+                },
+            }
+        ),
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
