@@ -1,4 +1,4 @@
-"""LiveKit's on-device end-of-turn model behind a pipe, for bench/bench_vs_livekit_turn.py.
+"""LiveKit's on-device end-of-turn model behind a pipe, for bench/bench_vs_peers_turn.py.
 
 Runs in LiveKit's own venv (never the service's): ``turn-detector-v1-mini`` from
 ``livekit-local-inference`` (its weights ship inside that wheel), the model LiveKit Agents'

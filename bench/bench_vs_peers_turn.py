@@ -1,11 +1,19 @@
-"""End of turn side by side with LiveKit Agents, on the same clips, offline: one JSON line.
+"""End of turn side by side with the peers (Pipecat, LiveKit Agents), the same clips, offline: one JSON line.
 
 At every point of bench_turn_taking's corpus where a caller stops (the end of each plain and pause
-case, and each pause inside a pause case; question openings included), both decide how long to
+case, and each pause inside a pause case; question openings included), each decides how long to
 wait before the turn is over:
 
 - **Ours**: exactly bench_end_of_turn_rule's figures (the recogniser's pause hypothesis at 100 ms
-  of silence, Smart Turn at 160 ms, fused by ``fused_endpoint_ms`` with the line's band).
+  of silence, Smart Turn at 160 ms, fused by ``fused_endpoint_ms`` with the line's band). Its
+  waits are the rule's: a turn it ends "at once" ends when the pause hypothesis is in, ~100 ms +
+  a decode later (bench_turn_taking measures that live: decision p50 ~300-480 ms at 8
+  conversations), so its low figures are floors; the peers' include their model's inference.
+- **Pipecat 1.14** with its default turn end (:data:`PIPECAT_POLICY`, from its source): Smart Turn
+  v3.2 (the same ONNX file and features, run here by the service's own loader) asked when its VAD
+  stops (0.2 s of silence): above 0.5 the turn ends then, once the model has answered; else at 3 s
+  of silence (``stop_secs``). Smart Turn hears the last 8 s here, Pipecat's the segment from 0.5 s
+  before the speech (the same audio for these clips, but the lead's line noise).
 - **LiveKit Agents 1.8.9** with its on-device audio turn detector (``TurnDetector()`` without
   LiveKit Cloud: ``turn-detector-v1-mini`` from ``livekit-local-inference``, whose weights ship in
   that wheel), run in its OWN venv (``--venv``, default var/bench-venvs/livekit, made on first use
@@ -24,10 +32,10 @@ call (wall, single requests, the machine otherwise idle) is printed beside, and 
 tells complete turns from pauses per kind of voice. Both sides hear the same clips in a run; Piper's
 clips differ a little from run to run (its synthesis draws noise), so figures move by a few points.
 
-Not compared: LiveKit also waits for its STT's final transcript before it commits a turn (ours
-waits for the pause hypothesis, counted in its wait); and LiveKit Cloud's bigger ``v1`` model.
+Not compared: the peers also wait for their STT's final transcript before they answer (ours
+waits for the pause hypothesis, counted in its wait); LiveKit Cloud's bigger ``v1`` model.
 
-    .venv/bin/python bench/bench_vs_livekit_turn.py [--per-category 80] [--seed 16]
+    .venv/bin/python bench/bench_vs_peers_turn.py [--per-category 80] [--seed 16]
         [--ours FILE]  # a bench_end_of_turn_rule --details file of the same corpus: no decoding
 """
 
@@ -41,6 +49,8 @@ import statistics
 import struct
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +63,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_end_of_turn_rule import MODEL_S, corpus, decode, judge, points, rejudge, stops_of  # noqa: E402
 from bench_turn_model import heard  # noqa: E402
 
+# Pipecat 1.14.0's default turn end with Smart Turn, from its source (the wheel the service takes
+# the model file from; tests/bench/test_vs_peers_turn_pieces.py checks these against it):
+# audio/vad/vad_analyzer.py VAD_STOP_SECS, audio/turn/smart_turn/base_smart_turn.py STOP_SECS,
+# audio/turn/smart_turn/local_smart_turn_v3.py "prediction = 1 if probability > 0.5"
+PIPECAT_POLICY: dict[str, Any] = {
+    "pipecat": "1.14.0",
+    "model": "smart-turn-v3.2",
+    "vad_stop_s": 0.2,
+    "complete_above": 0.5,
+    "stop_s": 3.0,
+}
 LIVEKIT_VERSION = "1.8.9"
 LIVEKIT_REQUIREMENTS = (f"livekit-agents=={LIVEKIT_VERSION}", "livekit-local-inference==0.2.7")
 
@@ -98,11 +119,20 @@ class LiveKitEOT:
         self.proc.wait(timeout=10)
 
 
-def livekit_rows(cases: list, seed: int, peer: LiveKitEOT) -> tuple[list[dict[str, Any]], list[float]]:
-    """Every stop judged by LiveKit's policy on its model's answer; and the model's ms per call."""
-    policy = peer.policy
-    ask_s = policy["asked_after_silence_ms"] / 1000
-    hears = round(policy["hears_s"] * 16000)
+Score = Callable[[np.ndarray], tuple[float, float]]  # 16 kHz PCM16 -> (probability, wall ms)
+
+
+def judged_rows(
+    cases: list,
+    seed: int,
+    ask_s: float,
+    score: Score,
+    wait_ms: Callable[[float, float], float],
+    last: int = 0,
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """Every stop of the corpus: the model asked at ``ask_s`` of silence on the audio heard so far
+    (its ``last`` samples when it hears a window), and the wait ``wait_ms(probability, wall ms)``
+    its framework's policy sets; and the model's ms per call."""
     rng = np.random.default_rng(seed)
     rows, walls = [], []
     for case in cases:
@@ -110,11 +140,9 @@ def livekit_rows(cases: list, seed: int, peer: LiveKitEOT) -> tuple[list[dict[st
             continue
         phone = case.sample_rate == 8000
         for group, at, gap in stops_of(case):
-            pcm = np.frombuffer(heard(case.trigger, at + ask_s, phone, rng), "<i2")[-hears:]
-            probability, wall_ms = peer.score(pcm)
+            pcm = np.frombuffer(heard(case.trigger, at + ask_s, phone, rng), "<i2")[-last:]
+            probability, wall_ms = score(pcm)
             walls.append(wall_ms)
-            unlikely = probability < policy["unlikely_threshold"]
-            delay_ms = 1000 * (policy["max_delay_s"] if unlikely else policy["min_delay_s"])
             rows.append(
                 {
                     "case": case.id,
@@ -125,14 +153,54 @@ def livekit_rows(cases: list, seed: int, peer: LiveKitEOT) -> tuple[list[dict[st
                     "gap_ms": None if gap is None else round(gap * 1000),
                     "text": case.id,  # judge() lists the fragments ended early by this
                     "probability": round(probability, 3),
-                    "wait_ms": round(max(delay_ms, 1000 * ask_s + wall_ms)),
+                    "wait_ms": round(wait_ms(probability, wall_ms)),
                 }
             )
     return rows, walls
 
 
+def livekit_rows(cases: list, seed: int, peer: LiveKitEOT) -> tuple[list[dict[str, Any]], list[float]]:
+    """LiveKit's policy: below its threshold the maximum delay after the speech, else the minimum,
+    never before the answer (asked at its VAD's 200 ms of silence)."""
+    policy = peer.policy
+    ask_ms = policy["asked_after_silence_ms"]
+
+    def wait_ms(probability: float, wall_ms: float) -> float:
+        unlikely = probability < policy["unlikely_threshold"]
+        return max(1000 * policy["max_delay_s" if unlikely else "min_delay_s"], ask_ms + wall_ms)
+
+    return judged_rows(cases, seed, ask_ms / 1000, peer.score, wait_ms, round(policy["hears_s"] * 16000))
+
+
+def pipecat_rows(cases: list, seed: int, score: Score) -> tuple[list[dict[str, Any]], list[float]]:
+    """Pipecat's default turn end (:data:`PIPECAT_POLICY`): Smart Turn asked when its VAD stops,
+    complete above 0.5 (the turn ends then), else the turn ends at ``stop_secs`` of silence."""
+    policy = PIPECAT_POLICY
+
+    def wait_ms(probability: float, wall_ms: float) -> float:
+        if probability > policy["complete_above"]:
+            return 1000 * policy["vad_stop_s"] + wall_ms
+        return 1000 * policy["stop_s"]
+
+    return judged_rows(cases, seed, policy["vad_stop_s"], score, wait_ms)
+
+
+def smart_turn_score() -> tuple[Score, str]:
+    """Smart Turn v3.2 as the service loads it (the same ONNX file and features Pipecat runs)."""
+    from voiceagent.speech.turn_model import SmartTurnModel
+
+    model = SmartTurnModel()
+
+    def score(pcm: np.ndarray) -> tuple[float, float]:
+        began = time.perf_counter()
+        probability = model.score(pcm.astype("<i2").tobytes())
+        return probability, (time.perf_counter() - began) * 1000
+
+    return score, model.label
+
+
 def separation(rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
-    """How LiveKit's model tells complete turns from pauses, per kind of voice (Piper's neural
+    """How a peer's model tells complete turns from pauses, per kind of voice (Piper's neural
     voice has a speaker's prosody; espeak-ng's formant voices barely do): the median probability
     and the share at or above its threshold."""
     out: dict[str, Any] = {}
@@ -166,6 +234,8 @@ async def main() -> None:
         theirs, walls = livekit_rows(cases, args.seed, peer)
     finally:
         peer.close()
+    pipecat_score, label = smart_turn_score()
+    pipecat, pipecat_walls = pipecat_rows(cases, args.seed, pipecat_score)
     if args.ours:
         ours = rejudge(json.loads(args.ours.read_text()))
     else:
@@ -175,12 +245,19 @@ async def main() -> None:
     print(
         json.dumps(
             {
-                "bench": "vs_livekit_turn",
+                "bench": "vs_peers_turn",
                 "seed": args.seed,
                 "points": len(theirs),
                 "ours": {
                     "decides_from": "Whisper tiny.en pause hypothesis at 100 ms + Smart Turn v3.2 at 160 ms",
                     "by_sample_rate": judge(ours, MODEL_S),
+                },
+                "pipecat": {
+                    **PIPECAT_POLICY,
+                    "model": label,
+                    "ms_per_call_p50": round(statistics.median(pipecat_walls), 1),
+                    "by_sample_rate": judge(pipecat, PIPECAT_POLICY["vad_stop_s"]),
+                    "separation_by_voice": separation(pipecat, PIPECAT_POLICY["complete_above"]),
                 },
                 "livekit": {
                     **peer.policy,

@@ -1,6 +1,7 @@
-"""What bench/bench_vs_livekit_turn.py makes of LiveKit's end-of-turn answers: LiveKit Agents'
-policy (below the threshold the maximum delay, else the minimum, never before the answer) and
-the audio its model is handed. LiveKit itself runs in its own venv, so a stand-in answers here."""
+"""What bench/bench_vs_peers_turn.py makes of the peers' end-of-turn answers: LiveKit Agents'
+policy (below the threshold the maximum delay, else the minimum, never before the answer) and the
+audio its model is handed; Pipecat's (complete above 0.5 at its VAD's stop, else 3 s), checked
+against its installed source. LiveKit runs in its own venv, so a stand-in answers here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench")]
-import bench_vs_livekit_turn as bench  # noqa: E402
+import bench_vs_peers_turn as bench  # noqa: E402
 from turn_taking_corpus import RATE, Case  # noqa: E402
 
 POLICY = {
@@ -80,3 +81,26 @@ def test_the_separation_counts_each_voice_and_group_at_the_threshold():
     out = bench.separation(rows, 0.36)
     assert out["piper complete"] == {"n": 2, "median": 0.4, "likely": 0.5}
     assert out["espeak pause"] == {"n": 1, "median": 0.4, "likely": 1.0}
+
+
+def test_pipecats_policy_ends_a_turn_the_model_calls_complete_at_its_vad_stop_and_waits_3_s_else():
+    answers = iter([(0.51, 47.0), (0.5, 47.0)])  # the end: complete; the pause: not (0.5 is not above)
+    rows, walls = bench.pipecat_rows([paused_case()], 16, lambda pcm: next(answers))
+    assert [r["wait_ms"] for r in rows] == [247, 3000] and walls == [47.0, 47.0]
+    assert bench.judge(rows, 0.2)["16000"]["fragments_ended_early"] == 0
+
+
+def test_pipecats_policy_is_the_one_in_the_installed_pipecat_source():
+    import importlib.metadata
+
+    dist = importlib.metadata.distribution("pipecat-ai")
+    assert dist.version == bench.PIPECAT_POLICY["pipecat"]
+
+    def source(path: str) -> str:
+        return Path(str(dist.locate_file(f"pipecat/{path}"))).read_text()
+
+    assert "VAD_STOP_SECS = 0.2\n" in source("audio/vad/vad_analyzer.py")
+    assert "STOP_SECS = 3\n" in source("audio/turn/smart_turn/base_smart_turn.py")
+    assert "prediction = 1 if probability > 0.5 else 0" in source(
+        "audio/turn/smart_turn/local_smart_turn_v3.py"
+    )
