@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_end_of_turn_rule import MODEL_S, corpus, decode, judge, points, rejudge, stops_of  # noqa: E402
 from bench_turn_model import heard  # noqa: E402
+from peer_venv import peer_python  # noqa: E402
 
 # Pipecat 1.14.0's default turn end with Smart Turn, from its source (the wheel the service takes
 # the model file from; tests/bench/test_vs_peers_turn_pieces.py checks these against it):
@@ -76,22 +77,6 @@ PIPECAT_POLICY: dict[str, Any] = {
 }
 LIVEKIT_VERSION = "1.8.9"
 LIVEKIT_REQUIREMENTS = (f"livekit-agents=={LIVEKIT_VERSION}", "livekit-local-inference==0.2.7")
-
-
-def livekit_python(venv: Path) -> Path:
-    """The venv's python with LiveKit Agents :data:`LIVEKIT_VERSION`, made on first use."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        print(f"creating {venv} (LiveKit Agents {LIVEKIT_VERSION})", file=sys.stderr)
-        base = getattr(sys, "_base_executable", sys.executable)
-        subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    probe = "import importlib.metadata as m; print(m.version('livekit-agents'))"
-    found = subprocess.run([python, "-c", probe], capture_output=True, text=True)
-    if found.stdout.strip() != LIVEKIT_VERSION:
-        print(f"installing {' '.join(LIVEKIT_REQUIREMENTS)} into {venv}", file=sys.stderr)
-        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *LIVEKIT_REQUIREMENTS]
-        subprocess.run(pip, check=True, stdout=sys.stderr)
-    return python
 
 
 class LiveKitEOT:
@@ -228,7 +213,7 @@ async def main() -> None:
     parser.add_argument("--ours", type=Path, help="a bench_end_of_turn_rule --details file (same corpus)")
     parser.add_argument("--details", type=Path, help="LiveKit's answer at every point (JSON)")
     args = parser.parse_args()
-    peer = LiveKitEOT(livekit_python(args.venv))
+    peer = LiveKitEOT(peer_python(args.venv, "livekit-agents", LIVEKIT_VERSION, LIVEKIT_REQUIREMENTS))
     try:
         cases = await corpus(args.per_category, args.seed)
         theirs, walls = livekit_rows(cases, args.seed, peer)

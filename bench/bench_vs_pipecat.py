@@ -81,6 +81,7 @@ import proc_cpu  # noqa: E402
 import side_by_side_caller as caller  # noqa: E402
 from bench_capacity import espeak_speech, log_problems, server  # noqa: E402
 from harness import pct  # noqa: E402
+from peer_venv import peer_python  # noqa: E402
 from servers import free_port  # noqa: E402
 
 PIPECAT_VERSION = "1.14.0"
@@ -113,23 +114,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.rounds < 1 or args.turns < 1 or min(args.conversations) < 1:
         parser.error("--rounds, --turns and --conversations must be positive")
     return args
-
-
-def pipecat_python(venv: Path) -> Path:
-    """The venv's python with Pipecat :data:`PIPECAT_VERSION` installed, made on first use (a
-    venv holding another version is brought to this one)."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        print(f"creating {venv} (Pipecat {PIPECAT_VERSION})", file=sys.stderr)
-        base = getattr(sys, "_base_executable", sys.executable)
-        subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    probe = "import importlib.metadata as m; print(m.version('pipecat-ai'))"
-    found = subprocess.run([python, "-c", probe], capture_output=True, text=True)
-    if found.stdout.strip() != PIPECAT_VERSION:
-        print(f"installing {' '.join(PIPECAT_REQUIREMENTS)} into {venv}", file=sys.stderr)
-        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *PIPECAT_REQUIREMENTS]
-        subprocess.run(pip, check=True, stdout=sys.stderr)
-    return python
 
 
 def start_pipecat(
@@ -216,7 +200,7 @@ def compare(ours: dict, theirs: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    python = pipecat_python(Path(args.venv))
+    python = peer_python(Path(args.venv), "pipecat-ai", PIPECAT_VERSION, PIPECAT_REQUIREMENTS)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         text, voice, wpm = SENTENCE
