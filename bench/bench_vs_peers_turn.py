@@ -211,7 +211,7 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--venv", type=Path, default=ROOT / "var" / "bench-venvs" / "livekit")
     parser.add_argument("--ours", type=Path, help="a bench_end_of_turn_rule --details file (same corpus)")
-    parser.add_argument("--details", type=Path, help="LiveKit's answer at every point (JSON)")
+    parser.add_argument("--details", type=Path, help="each peer's answer and wait at every point (JSON)")
     args = parser.parse_args()
     peer = LiveKitEOT(peer_python(args.venv, "livekit-agents", LIVEKIT_VERSION, LIVEKIT_REQUIREMENTS))
     try:
@@ -226,7 +226,7 @@ async def main() -> None:
     else:
         ours = rejudge(decode(points(cases, args.seed)))
     if args.details:
-        args.details.write_text(json.dumps(theirs, indent=0))
+        args.details.write_text(json.dumps({"pipecat": pipecat, "livekit": theirs}, indent=0))
     print(
         json.dumps(
             {
