@@ -29,7 +29,6 @@ import collections
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,27 +43,13 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "support")]
 import soak_callers  # noqa: E402
 from bench_capacity import STAGES, log_problems, ms, pools, server  # noqa: E402
 from capacity_caller import FRAME_MS, RATE, Plan  # noqa: E402
+from chat_peer import start_chat_peer  # noqa: E402
 from harness import voice_frame  # noqa: E402
 
 REDIS_DB = 13  # 0 test_redis, 2 multiprocess relay, 5 telephony servers, 11 acceptance, 12 faults
 RSS_EVERY_S = 10.0
 SLOPE_TARGET_MB_PER_MIN = 0.5
 PLUGINS = f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}"
-
-
-def start_chat_peer(first_token_ms: str) -> tuple[subprocess.Popen, str]:
-    """bench/chat_peer.py in its own process; (process, base URL)."""
-    peer = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "chat_peer.py"), "--first-token-ms", first_token_ms],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    line = peer.stdout.readline().strip() if peer.stdout else ""
-    if not line.startswith("READY "):
-        peer.kill()
-        raise RuntimeError(f"chat peer did not start: {line!r}")
-    return peer, f"http://127.0.0.1:{line.split()[1]}"
 
 
 def rss_mb(pid: int) -> float | None:

@@ -48,34 +48,19 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import soxr
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+from caller_clips import FRAME, FRAME_MS, LINES, RATE, Clip, caller_clips  # noqa: E402
 from harness import pct, server_problems  # noqa: E402
-from offline_speech_corpus import VOICES, Voice, available, edit_distance, normalise, synthesise  # noqa: E402
+from offline_speech_corpus import Voice, edit_distance, normalise  # noqa: E402
 from proc_cpu import python_speed  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 
-from voiceagent.speech.audio.mulaw import ulaw_decode, ulaw_encode  # noqa: E402
-
-RATE, FRAME_MS = 16000, 20
-FRAME = RATE * FRAME_MS // 1000  # samples
-SPEECH_RMS = 300.0  # a frame louder than this (about -40 dBFS) carries the caller's words
 NOISE = (np.random.default_rng(7).standard_normal(FRAME) * 20).astype("<i2").tobytes()  # line hiss
-# What callers say to the default scenario's assistant (fixtures/dialog/default.yaml): each is
-# answered by a rule with a short reply, none ends the conversation or hands it over.
-LINES = (
-    "hello there",
-    "how are you today",
-    "what can you do for me",
-    "tell me a joke",
-    "thank you so much",
-    "what time is it",
-)
 TARGET_ONE_P50_MS, TARGET_ONE_P95_MS, TARGET_CONCURRENT_P50_MS = 500, 800, 700
 
 
@@ -90,25 +75,6 @@ class Turn:
     heard: str | None = None
     error: str | None = None
     server: dict = field(default_factory=dict)  # turn_metrics latency_ms (browser)
-
-
-@dataclass
-class Clip:
-    line: str
-    voice: str
-    pcm: np.ndarray  # int16, 16 kHz, as sent
-
-    @property
-    def last_speech_frame(self) -> int:
-        frames = self.pcm[: len(self.pcm) // FRAME * FRAME].reshape(-1, FRAME).astype(np.float64)
-        loud = np.flatnonzero(np.sqrt((frames**2).mean(axis=1)) > SPEECH_RMS)
-        return int(loud[-1]) if len(loud) else len(frames) - 1
-
-
-def phone_line(pcm: np.ndarray) -> np.ndarray:
-    """What a PSTN call sounds like at 16 kHz: 8 kHz mu-law and back."""
-    narrow = soxr.resample(pcm, RATE, 8000).astype(np.int16)
-    return soxr.resample(ulaw_decode(ulaw_encode(narrow)), 8000, RATE).astype(np.int16)
 
 
 class Listener:
@@ -326,16 +292,6 @@ async def conversation(
     return turns
 
 
-def make_clips(voices: list[Voice], lines: int, seed: int) -> dict[str, list[Clip]]:
-    """Per voice, its lines in a voice-specific order (first turns differ between voices)."""
-    out: dict[str, list[Clip]] = {}
-    for k, voice in enumerate(voices):
-        order = list(LINES)
-        random.Random(seed + k).shuffle(order)
-        out[voice.label] = [Clip(line, voice.label, synthesise(voice, line, 1.0)) for line in order[:lines]]
-    return out
-
-
 def summarise(turns: list[Turn]) -> dict:
     lat = [t.latency_ms for t in turns if t.latency_ms is not None]
     first = [t.latency_ms for t in turns if t.latency_ms is not None and t.first]
@@ -392,6 +348,13 @@ async def run_phase(base: str, clips: dict[str, list[Clip]], jobs: list[tuple[in
     return [t for turns in results for t in turns]
 
 
+def job(i: int, voices: list[Voice]) -> tuple[int, str, str]:
+    """Conversation ``i``: (its number, its wire, the clips it says): wires alternate, voices turn."""
+    wire = ("browser", "phone")[i % 2]
+    voice = voices[(i // 2 + i) % len(voices)].label
+    return i, wire, voice + ("|phone" if wire == "phone" else "")
+
+
 def write_details(path: str | None, phase: str, turns: list[Turn]) -> None:
     """Append each turn of ``phase`` to ``path`` as a JSON line (nothing without a path)."""
     if not path:
@@ -430,17 +393,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.lines, args.concurrent = 4, 3, 8
-    voices = [v for v in VOICES if available(v)]
-    if len(voices) < 4:
-        sys.exit(f"need at least 4 caller voices (espeak-ng and flite), found {[v.label for v in voices]}")
-    clips = make_clips(voices, args.lines, args.seed)
-    for label, said in list(clips.items()):
-        clips[f"{label}|phone"] = [Clip(c.line, c.voice, phone_line(c.pcm)) for c in said]
-
-    def job(i: int) -> tuple[int, str, str]:
-        wire = ("browser", "phone")[i % 2]
-        voice = voices[(i // 2 + i) % len(voices)].label
-        return i, wire, voice + ("|phone" if wire == "phone" else "")
+    voices, clips = caller_clips(args.lines, args.seed)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-voice-"))
     env = base_env(tmp, LOG_LEVEL=args.log_level)
@@ -456,12 +409,12 @@ def main() -> None:
         base = f"ws://127.0.0.1:{port}"
         phases = args.phases.split(",")
         if "one" in phases:
-            turns = asyncio.run(run_phase(base, clips, [job(i) for i in range(args.conversations)], False,
-                                          args.answer_timeout))  # fmt: skip
+            jobs = [job(i, voices) for i in range(args.conversations)]
+            turns = asyncio.run(run_phase(base, clips, jobs, False, args.answer_timeout))
             figures["one_at_a_time"] = summarise(turns)
             write_details(args.details, "one", turns)
         if "concurrent" in phases:
-            jobs = [job(100 + i) for i in range(args.concurrent)]
+            jobs = [job(100 + i, voices) for i in range(args.concurrent)]
             turns = asyncio.run(run_phase(base, clips, jobs, True, args.answer_timeout))
             figures[f"concurrent_{args.concurrent}"] = summarise(turns)
             write_details(args.details, f"concurrent_{args.concurrent}", turns)

@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -96,6 +98,22 @@ class DelayedPeer(OpenAIPeer):
             yield event({"content": word + ("" if word.endswith(".") else " ")})
         yield event({}, "stop")
         yield b"data: [DONE]\n\n"
+
+
+def start_chat_peer(first_token_ms: str) -> tuple[subprocess.Popen, str]:
+    """This peer in its own process; (process, base URL)."""
+    root = Path(__file__).resolve().parents[1]
+    peer = subprocess.Popen(
+        [sys.executable, str(root / "bench" / "chat_peer.py"), "--first-token-ms", first_token_ms],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    line = peer.stdout.readline().strip() if peer.stdout else ""
+    if not line.startswith("READY "):
+        peer.kill()
+        raise RuntimeError(f"chat peer did not start: {line!r}")
+    return peer, f"http://127.0.0.1:{line.split()[1]}"
 
 
 def main() -> None:

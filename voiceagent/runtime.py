@@ -159,6 +159,7 @@ class Runtime:
             silence_timeout_ms=lambda: appconfig.get("VAD_SILENCE_TIMEOUT"),
             turn_taking=turn_taking_settings,
             recording=lambda: appconfig.get("RECORDING_ENABLED"),
+            head_start=lambda: appconfig.get("REPLY_HEAD_START"),
             default_voice=lambda: VoiceSpec(
                 appconfig.get("TTS_VOICE"), appconfig.get("TTS_STYLE"), appconfig.get("TTS_RATE")
             ),

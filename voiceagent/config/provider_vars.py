@@ -39,6 +39,14 @@ LLM: tuple[Var, ...] = (
         group="llm",
     ),
     V(
+        "REPLY_HEAD_START",
+        "true",
+        boolean,
+        "Begin the answer (the model's first round, its first clause's speech) in the caller's pause, "
+        "while the end of the turn is still waited for; dropped when the caller goes on",
+        group="llm",
+    ),
+    V(
         "MAX_TOOL_ROUNDS",
         "5",
         integer(1, 20),

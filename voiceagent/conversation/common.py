@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from voiceagent.conversation.context import AgentDirectory, TurnContext
 from voiceagent.conversation.events import Event, Handoff, ToolCall
-from voiceagent.conversation.providers import ToolCallRequest
+from voiceagent.conversation.providers import ChatRequest, ToolCallRequest
 from voiceagent.conversation.session import PERSON, HandoffEvent, SessionState, SessionStore, Turn
 from voiceagent.conversation.specs import AgentSpec, HandoffSpec
 from voiceagent.conversation.timing import TurnClock
@@ -140,6 +140,22 @@ def history_lines(turns: list[Turn]) -> Iterator[tuple[str, str]]:
             yield turn.role, turn.content
         elif turn.role == "tool":
             yield "system", f"Earlier, tool {turn.tool_name} returned: {turn.content}"
+
+
+def chat_request(ctx: TurnContext, messages: list[dict[str, Any]], memory: dict[str, Any]) -> ChatRequest:
+    """One model round's request for the agent of ``ctx``: its tools and settings."""
+    agent = ctx.agent
+    return ChatRequest(
+        messages=messages,
+        tools=[t.to_openai() for t in ctx.tools],
+        model=agent.model,
+        temperature=agent.temperature,
+        top_p=agent.top_p,
+        max_tokens=agent.max_tokens,
+        agent=agent.name,
+        scenario=ctx.scenario.name,
+        memory=memory,
+    )
 
 
 def error_content(kind: str, message: str) -> str:

@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Unpack
 
-from voiceagent.conversation.common import history_lines, persist, run_tool_round
+from voiceagent.conversation.common import chat_request, history_lines, persist, run_tool_round
 from voiceagent.conversation.context import AgentDirectory, TurnContext, resolve_tools
 from voiceagent.conversation.core import DTMF_DIGITS, ENDED_BY_AGENT, ConversationCore, SessionArgs
 from voiceagent.conversation.ducking import CascadeDucking
 from voiceagent.conversation.events import AgentResponse, Audio, Error, StopAudio
+from voiceagent.conversation.head_start import HeadStarts
 from voiceagent.conversation.listening import CascadeListening, ListeningConfig, VADLike
 from voiceagent.conversation.providers import (
     ChatProvider,
-    ChatRequest,
     ProviderError,
     STTProvider,
     ToolCallRequest,
@@ -72,9 +72,10 @@ FALLBACK_LINE = "I'm sorry, I'm having trouble answering right now. Could you sa
 class EngineConfig(ListeningConfig):
     llm_timeout_s: float = 15.0
     fallback_line: str = FALLBACK_LINE
+    head_start: Callable[[], bool] = lambda: True  # REPLY_HEAD_START: see head_start.py
 
 
-class Conversation(CascadeListening, CascadeDucking, ConversationCore):
+class Conversation(CascadeListening, CascadeDucking, HeadStarts, ConversationCore):
     """A voice conversation on one session. Create, ``await start()``, then push and read events."""
 
     config: EngineConfig
@@ -121,7 +122,7 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         # the speakers' synthesis too: one left waiting on a provider outlived its conversation
         # and was destroyed pending when the server stopped
         speakers = [s.task for s in (self._speaker, self._held) if s is not None]
-        return [self._response_task, utterance_task, *speakers]
+        return [self._response_task, utterance_task, *speakers, *self._head_start_tasks()]
 
     def _commit_heard(self, now: float) -> None:
         if self._pending is not None:
@@ -239,6 +240,7 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         if self._pending is not None:  # it played out just now, before its commit ran: it goes first
             self._commit(self._take_pending(), float("inf"))
         if self._while_taken_over(text):  # a person has the call: stored, not answered
+            self._drop_head_start()
             return
         self._begin_response(self._respond(text))
 
@@ -386,9 +388,12 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         if self.active_rid == rid:
             await self._settle()
 
-    def _messages(self, ctx: TurnContext) -> list[dict[str, Any]]:
+    def _messages(self, ctx: TurnContext, coming: Turn | None = None) -> list[dict[str, Any]]:
+        """The model's context: the system prompt and the history (and the ``coming`` turn, not
+        added yet: a head start's)."""
+        turns = self.history if coming is None else [*self.history, coming]
         messages: list[dict[str, Any]] = [{"role": "system", "content": ctx.system_prompt}]
-        for role, text in history_lines(self.history[-self.config.history_turns :]):
+        for role, text in history_lines(turns[-self.config.history_turns :]):
             messages.append({"role": role, "content": text})
         return messages
 
@@ -396,19 +401,8 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         self, ctx: TurnContext, messages: list[dict[str, Any]], speaker: Speaker, rid: int
     ) -> tuple[str, list[ToolCallRequest], bool]:
         """Stream one model round; clauses go to TTS as they complete. Returns (text, tool calls, failed)."""
-        assert self.state is not None
         agent = ctx.agent
-        request = ChatRequest(
-            messages=messages,
-            tools=[t.to_openai() for t in ctx.tools],
-            model=agent.model,
-            temperature=agent.temperature,
-            top_p=agent.top_p,
-            max_tokens=agent.max_tokens,
-            agent=agent.name,
-            scenario=ctx.scenario.name,
-            memory=self.state.memory,
-        )
+        request = chat_request(ctx, messages, self.state.memory)
         splitter = ClauseSplitter()
         parts: list[str] = []
         calls: list[ToolCallRequest] = []
@@ -416,8 +410,10 @@ class Conversation(CascadeListening, CascadeDucking, ConversationCore):
         timing = speaker.timing
         timing.mark("llm_request", self.loop_time())  # the first round's (marks keep their first)
         try:
+            ahead = await self._take_head_start(request, speaker)  # begun in the caller's pause
+            stream = ahead if ahead is not None else self.chat.stream(request)
             async with asyncio.timeout(self.config.llm_timeout_s):
-                async for chunk in self.chat.stream(request):
+                async for chunk in stream:
                     if chunk.text:
                         if first:
                             first = False

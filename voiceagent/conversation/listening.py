@@ -27,12 +27,12 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from voiceagent.conversation.core import CoreConfig
 from voiceagent.conversation.echo import EchoReference
-from voiceagent.conversation.end_of_turn import PauseModel, TurnModelListening
+from voiceagent.conversation.end_of_turn import TurnModelListening
 from voiceagent.conversation.events import Error, EventChannel, Transcript
 from voiceagent.conversation.line_band import LineBand
 from voiceagent.conversation.providers import STTProvider, STTStream
@@ -45,6 +45,8 @@ from voiceagent.conversation.turn_taking import (
     is_backchannel,
     is_hallucination,
 )
+from voiceagent.conversation.utterance import InOrder as _InOrder
+from voiceagent.conversation.utterance import Utterance as _Utterance
 from voiceagent.speech.audio.levels import frame_dbfs
 
 logger = logging.getLogger("voiceagent.conversation")
@@ -73,42 +75,6 @@ class AsyncVAD(VADLike, Protocol):
     order, a few ms later. The listening side uses ``submit`` when the VAD has it."""
 
     def submit(self, frame: bytes, on_verdict: Callable[[bytes, bool], None]) -> None: ...
-
-
-@dataclass(frozen=True)
-class _InOrder:
-    """In an utterance's frame queue: a question for the recogniser (what was said so far?), asked
-    once it has every frame queued before this one. The frames reach it on the utterance's task,
-    behind the VAD: a burst of frames (a loaded loop, a network batch, a batched VAD's verdicts)
-    would otherwise leave the last words out of a hypothesis that may become the final transcript
-    or decide an interruption."""
-
-    ask: Callable[[STTStream], None]
-
-
-@dataclass
-class _Utterance:
-    frames: asyncio.Queue = field(default_factory=lambda: asyncio.Queue())
-    task: asyncio.Task | None = None
-    stream: STTStream | None = None
-    frames_in: int = 0
-    over_agent_ms: int = 0  # speech while the agent was busy
-    over_agent_power: float = 0.0  # the sum of those frames' mean power (full scale = 1)
-    power: float = 0.0  # the sum of all its speech frames' mean power
-    speech_frames: int = 0
-    voiced_frames: int = 0  # frames the VAD called speech, echo-gated or not: what words can fill
-    held: bool = False  # it held the agent's answer
-    hint_pending: bool = False  # a hypothesis for the current pause was asked for
-    pauses: int = 0  # pauses so far (an answer for an earlier one is stale)
-    text: str = ""  # the latest hypothesis
-    logprob: float | None = None  # the recogniser's confidence in it, when it says (pauses)
-    answered_pause: int = -1  # the pause whose hypothesis ``text`` is (it covers all the speech)
-    final_text: str | None = None  # that hypothesis, when the turn ended in that pause
-    hint_asked_at: float | None = None  # loop time the current pause's hypothesis was asked for
-    hint_answered_at: float | None = None  # and when it came (the decode ``text`` is the result of)
-    ended_in_pause: bool = False  # the turn ended while that pause's hypothesis was on its way
-    watched: bool = False  # its stream was told the caller speaks over the agent
-    pause: PauseModel = field(default_factory=PauseModel)  # the turn model's audio and answer
 
 
 class CascadeListening(TurnModelListening, StreamGaps):
@@ -155,6 +121,10 @@ class CascadeListening(TurnModelListening, StreamGaps):
         def turn_taking_for(self, agent: AgentSpec | None) -> TurnTaking: ...
 
         def _start_turn(self, text: str) -> None: ...
+
+        def _begin_head_start(self, text: str, over_agent: bool) -> None: ...
+
+        def _drop_head_start(self) -> None: ...
 
         def _drop_oldest(self, buffer: deque, what: str) -> None: ...
 
@@ -273,8 +243,9 @@ class CascadeListening(TurnModelListening, StreamGaps):
         if not utterance.watched and self._held is None and self._agent_busy():
             self._watch_for_barge_in(utterance)
         if speech:
-            if self._silence_ms:  # talking again: the model's answer for that pause is stale
+            if self._silence_ms:  # talking again: the model's answer and the head start are stale
                 utterance.pause.spoke_again()
+                self._drop_head_start()
             if self._silence_ms and utterance.hint_pending:  # talking again: that pause is over
                 utterance.hint_pending = False
                 utterance.pauses += 1
@@ -369,6 +340,8 @@ class CascadeListening(TurnModelListening, StreamGaps):
         self._endpoint_ms = self._endpoint_for(utterance)
         if self._pause_over(utterance):
             self._end_utterance(utterance)  # the pause was already long enough for these words
+        else:  # the turn waits on: its answer begins meanwhile (head_start.py)
+            self._begin_head_start(text, bool(utterance.over_agent_ms) or utterance.held)
 
     def _caller_speaking(self) -> bool:
         """An utterance is in progress (no re-prompt while the caller is talking)."""

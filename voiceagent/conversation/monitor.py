@@ -137,6 +137,12 @@ class ChannelListener(CascadeListening):
     def _restore_duck(self, of: Any = None) -> None:
         """No duck to restore."""
 
+    def _begin_head_start(self, text: str, over_agent: bool) -> None:
+        """A listener never answers: no answer to begin in a pause."""
+
+    def _drop_head_start(self) -> None:
+        """None was begun."""
+
     def _resume_answer(self, heard: str) -> None:
         """No held answer to resume."""
 

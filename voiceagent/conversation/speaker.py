@@ -16,13 +16,16 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from voiceagent.conversation.core import words_heard
 from voiceagent.conversation.events import Error, Event
 from voiceagent.conversation.providers import TTSProvider
 from voiceagent.conversation.specs import AgentSpec, VoiceSpec
 from voiceagent.conversation.timing import TurnTiming
+
+if TYPE_CHECKING:
+    from voiceagent.conversation.head_start import ClauseAudio
 
 logger = logging.getLogger("voiceagent.conversation")
 
@@ -95,6 +98,7 @@ class Speaker:
         self._current: tuple[str, AgentSpec] | None = None  # the clause being synthesised
         self._current_start: float | None = None  # when its first audio plays (loop time)
         self._replay: list[tuple[str, AgentSpec]] = []  # clauses to say again on resume
+        self.prepared: dict[str, ClauseAudio] = {}  # clauses whose speech was begun ahead (head_start.py)
         self._done = asyncio.get_running_loop().create_future()  # set when the last clause is out
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"tts-{rid}")
 
@@ -109,6 +113,8 @@ class Speaker:
 
     def cancel(self) -> None:
         self.task.cancel()
+        for audio in self.prepared.values():
+            audio.cancel()
         if not self._done.done():
             self._done.cancel()
 
@@ -222,7 +228,9 @@ class Speaker:
             self.timing.mark("tts_request", conv.loop_time())
             self.timing.add("tts_chars", len(text))
             try:
-                async for pcm in conv.tts.synthesize(text, voice):
+                ahead = self.prepared.pop(text, None)
+                again = lambda text=text, voice=voice: conv.tts.synthesize(text, voice)  # noqa: E731
+                async for pcm in again() if ahead is None else ahead.stream(voice, again):
                     if conv.active_rid != self.rid or not pcm:
                         continue
                     began = conv.emit_audio(pcm, conv.tts.sample_rate, self.rid)

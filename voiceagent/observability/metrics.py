@@ -10,6 +10,8 @@ audio path; each figure is taken at the one point every transport's conversation
   hook (conversations, active conversations); every engine event but ``Audio`` through
   :func:`count_event`, one dict lookup by event type (errors by ``Error.code``, tool calls,
   handoffs, barge-ins);
+- answers begun in the caller's pause (:mod:`voiceagent.conversation.head_start`): begun, used
+  (the turn asked what it had asked) and dropped (the caller went on: a model request for nothing);
 - MCP calls: :func:`mcp_call`, from ``mcp_app``'s manager (apps call the runtime, not the reverse);
 - the speech pools (clients in use, warm, refusals): sampled from :mod:`voiceagent.speech.pools`
   at each conversation start and end, closed turn, ``Error`` event and scrape.
@@ -26,6 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from voiceagent.conversation import events as ev
+from voiceagent.conversation import head_start
 from voiceagent.conversation.timing import STAGES, TurnReport, observe
 from voiceagent.observability import multiproc
 from voiceagent.speech.pools import POOLS
@@ -53,6 +56,9 @@ HANDOFFS = Counter("voiceagent_handoffs", "Handoffs between agents", ["type"])
 BARGE_INS = Counter("voiceagent_barge_ins", "Agent audio stopped by the caller", ["transport"])
 POOL_REFUSALS = Counter("voiceagent_pool_refusals", "Speech pool leases refused (timed out)", ["pool"])
 MCP_CALLS = Counter("voiceagent_mcp_calls", "MCP tool calls by server and outcome", ["server", "outcome"])
+HEAD_STARTS = Counter(
+    "voiceagent_head_starts", "Answers begun in the caller's pause: begun, used, dropped", ["outcome"]
+)
 ACTIVE = Gauge(
     "voiceagent_active_conversations", "Conversations running", ["transport"], multiprocess_mode="livesum"
 )
@@ -86,6 +92,7 @@ def on_turn(report: TurnReport) -> None:
 
 if ENABLED:
     observe(on_turn)  # process-wide, once: this module is imported once
+    head_start.on_outcome(lambda outcome: HEAD_STARTS.labels(outcome).inc())
 
 
 # --- conversations and their events ---------------------------------------------------------------
