@@ -83,6 +83,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "support")]
 import proc_cpu  # noqa: E402
 from capacity_caller import FRAME_MS, RATE, Plan, Results, run_processes  # noqa: E402
+from chat_peer import server_env, start_chat_peer  # noqa: E402
 from harness import pct, server_problems, voice_frame  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 from two_hosts_server import two_hosts  # noqa: E402
@@ -305,19 +306,7 @@ def merge_delays(files) -> dict:
 
 
 def cloud(args) -> dict:
-    env_peer = {**os.environ, "PYTHONPATH": str(ROOT)}
-    peer = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "chat_peer.py"), "--first-token-ms", args.first_token_ms],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env_peer,
-        preexec_fn=(lambda: os.nice(args.peer_nice)) if args.peer_nice else None,
-    )
-    line = peer.stdout.readline().strip() if peer.stdout else ""
-    if not line.startswith("READY "):
-        peer.kill()
-        raise RuntimeError(f"chat peer did not start: {line!r}")
-    peer_url = f"http://127.0.0.1:{line.split()[1]}"
+    peer, peer_url = start_chat_peer(args.first_token_ms, args.peer_nice)
     try:
         with tempfile.TemporaryDirectory() as tmp_name:
             tmp = Path(tmp_name)
@@ -327,10 +316,7 @@ def cloud(args) -> dict:
                 voiced = [("", voice_frame(RATE, FRAME_MS) * k) for k in (25, 32, 40, 47)]
             delays_file = tmp / "delays.json"
             extra = {
-                "LLM_PROVIDER": "openai",
-                "OPENAI_BASE_URL": f"{peer_url}/v1",
-                "OPENAI_MODEL": "bench-model",
-                "OPENAI_API_KEY": "bench-key",
+                **server_env(peer_url),
                 "LIFECYCLE_PLUGINS": "delayed_providers",
                 "BENCH_DELAYS_FILE": str(delays_file),
                 "PYTHONPATH": f"{ROOT}:{ROOT / 'bench' / 'plugins'}:{ROOT / 'tests' / 'support'}",

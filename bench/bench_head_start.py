@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests" / "support")]
 from bench_voice_latency import job, run_phase, settle, summarise  # noqa: E402
 from caller_clips import caller_clips  # noqa: E402
-from chat_peer import start_chat_peer  # noqa: E402
+from chat_peer import server_env, start_chat_peer  # noqa: E402
 from harness import pct, server_problems  # noqa: E402
 from proc_cpu import python_speed  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
@@ -87,12 +87,7 @@ def main() -> None:
     peer, llm_env = None, {}
     if args.llm == "cloud":
         peer, url = start_chat_peer(args.first_token_ms)
-        llm_env = {
-            "LLM_PROVIDER": "openai",
-            "OPENAI_BASE_URL": f"{url}/v1",
-            "OPENAI_MODEL": "bench-model",
-            "OPENAI_API_KEY": "bench-key",
-        }
+        llm_env = server_env(url)
     ports, servers, logs = {}, {}, {}
     try:
         for setting in SETTINGS:

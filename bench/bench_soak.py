@@ -43,7 +43,7 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "support")]
 import soak_callers  # noqa: E402
 from bench_capacity import STAGES, log_problems, ms, pools, server  # noqa: E402
 from capacity_caller import FRAME_MS, RATE, Plan  # noqa: E402
-from chat_peer import start_chat_peer  # noqa: E402
+from chat_peer import server_env, start_chat_peer  # noqa: E402
 from harness import voice_frame  # noqa: E402
 
 REDIS_DB = 13  # 0 test_redis, 2 multiprocess relay, 5 telephony servers, 11 acceptance, 12 faults
@@ -162,10 +162,7 @@ def soak(args) -> dict:
                 "CACHE_HOST": "127.0.0.1",
                 "CACHE_PORT": "6379",
                 "CACHE_DB": str(args.redis_db),
-                "LLM_PROVIDER": "openai",
-                "OPENAI_BASE_URL": f"{peer_url}/v1",
-                "OPENAI_MODEL": "bench-model",
-                "OPENAI_API_KEY": "bench-key",
+                **server_env(peer_url),
                 "LIFECYCLE_PLUGINS": "soak_watch",
                 "SOAK_FILE": str(soak_file),
                 "PYTHONPATH": PLUGINS,

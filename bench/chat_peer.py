@@ -100,20 +100,31 @@ class DelayedPeer(OpenAIPeer):
         yield b"data: [DONE]\n\n"
 
 
-def start_chat_peer(first_token_ms: str) -> tuple[subprocess.Popen, str]:
-    """This peer in its own process; (process, base URL)."""
+def start_chat_peer(first_token_ms: str, nice: int = 0) -> tuple[subprocess.Popen, str]:
+    """This peer in its own process (``nice`` that much nicer); (process, base URL)."""
     root = Path(__file__).resolve().parents[1]
     peer = subprocess.Popen(
         [sys.executable, str(root / "bench" / "chat_peer.py"), "--first-token-ms", first_token_ms],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(root)},
+        preexec_fn=(lambda: os.nice(nice)) if nice else None,
     )
     line = peer.stdout.readline().strip() if peer.stdout else ""
     if not line.startswith("READY "):
         peer.kill()
         raise RuntimeError(f"chat peer did not start: {line!r}")
     return peer, f"http://127.0.0.1:{line.split()[1]}"
+
+
+def server_env(url: str) -> dict[str, str]:
+    """The service's settings for this peer at ``url``: the OpenAI-compatible provider."""
+    return {
+        "LLM_PROVIDER": "openai",
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_MODEL": "bench-model",
+        "OPENAI_API_KEY": "bench-key",
+    }
 
 
 def main() -> None:
