@@ -273,7 +273,14 @@ class Record:
 
 
 def settings_config(turn_taking: TurnTaking, silence_ms: int) -> EngineConfig:
-    return EngineConfig(silence_timeout_ms=lambda: silence_ms, turn_taking=lambda: turn_taking)
+    """The engine as served, but without the answer begun in a pause (REPLY_HEAD_START): this
+    bench reads the chat's requests as the turns the engine took (a request before the caller's
+    speech ended is a premature end; the first and second time a tool's wait), and a head start
+    asks the model in a pause that may not end the turn. With the scripted chat it could change
+    no latency here; bench_head_start.py measures it."""
+    return EngineConfig(
+        silence_timeout_ms=lambda: silence_ms, turn_taking=lambda: turn_taking, head_start=lambda: False
+    )
 
 
 def script_for(case: Case) -> list:
