@@ -44,7 +44,7 @@ from bench_voice_latency import job, run_phase, settle, summarise  # noqa: E402
 from caller_clips import caller_clips  # noqa: E402
 from chat_peer import server_env, start_chat_peer  # noqa: E402
 from harness import pct, server_problems  # noqa: E402
-from proc_cpu import python_speed  # noqa: E402
+from proc_cpu import cpu_isa, python_speed  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 
 SETTINGS = ("on", "off")
@@ -128,6 +128,7 @@ def main() -> None:
         "voices": [v.label for v in voices],
         "server_problems": [p for s in SETTINGS for p in server_problems(logs[s])],
         "machine_python_loop_ms": speed,
+        "machine_cpu_isa": cpu_isa(),
         "command": " ".join(["bench/bench_head_start.py", *sys.argv[1:]]),
     }
     print(json.dumps(figures))

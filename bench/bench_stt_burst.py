@@ -283,6 +283,7 @@ def main() -> None:
         "command": command,
         "load_average_before": round(load, 2),
         "machine_python_loop_ms": speed,
+        "machine_cpu_isa": proc_cpu.cpu_isa(),
     }
     print(json.dumps(figures))
 

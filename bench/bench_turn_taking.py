@@ -595,7 +595,7 @@ async def main() -> None:
         cases = [case for case in cases if case.id in set(args.cases.split(","))]
     random.Random(args.seed).shuffle(cases)  # categories mixed over the run
     details: dict[str, Any] = {}
-    from proc_cpu import python_speed
+    from proc_cpu import cpu_isa, python_speed
 
     speed, load = python_speed(), round(os.getloadavg()[0], 2)  # how fast and busy the machine was
     for kind in ("webrtc", "silero") if args.vad == "all" else (args.vad,):
@@ -604,7 +604,8 @@ async def main() -> None:
             print(json.dumps({"bench": "turn_taking", "vad": kind, "skipped": missing}), flush=True)
             continue
         out = await run_vad(kind, cases, args, config)
-        out["result"].update(machine_python_loop_ms=speed, load_average_before=load)
+        machine = {"machine_python_loop_ms": speed, "machine_cpu_isa": cpu_isa()}
+        out["result"].update(**machine, load_average_before=load)
         print(json.dumps(out["result"]), flush=True)
         details[kind] = out["rows"]
     if args.details:

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 from caller_clips import FRAME, FRAME_MS, LINES, RATE, Clip, caller_clips  # noqa: E402
 from harness import pct, server_problems  # noqa: E402
 from offline_speech_corpus import Voice, edit_distance, normalise  # noqa: E402
-from proc_cpu import python_speed  # noqa: E402
+from proc_cpu import cpu_isa, python_speed  # noqa: E402
 from servers import base_env, free_port, migrate, start, wait_http  # noqa: E402
 
 NOISE = (np.random.default_rng(7).standard_normal(FRAME) * 20).astype("<i2").tobytes()  # line hiss
@@ -443,6 +443,7 @@ def main() -> None:
     )
     figures["server_problems"] = server_problems(log)
     figures["machine_python_loop_ms"] = speed
+    figures["machine_cpu_isa"] = cpu_isa()
     figures["command"] = " ".join(["bench/bench_voice_latency.py", *sys.argv[1:]])
     print(json.dumps(figures))
 

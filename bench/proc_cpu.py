@@ -167,3 +167,15 @@ def python_speed() -> float:
             total += i
         best = min(best, time.perf_counter() - t0)
     return round(best * 1000, 1)
+
+
+def cpu_isa() -> str:
+    """The widest vector instructions the CPU has (what CTranslate2 picks for Whisper), printed
+    beside the figures: an int8 pause decode took ~150 ms with AVX-512 and ~380 ms with AVX2 only
+    (2026-11-30 and 2026-12-01 machines), so decode-bound figures differ by machine class."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "older than AVX2"

@@ -240,7 +240,7 @@ class Conversation(CascadeListening, CascadeDucking, HeadStarts, ConversationCor
         if self._pending is not None:  # it played out just now, before its commit ran: it goes first
             self._commit(self._take_pending(), float("inf"))
         if self._while_taken_over(text):  # a person has the call: stored, not answered
-            self._drop_head_start()
+            self._drop_head_start("a person has the call")
             return
         self._begin_response(self._respond(text))
 

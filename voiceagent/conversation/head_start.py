@@ -280,8 +280,8 @@ class HeadStarts:
         text = text.strip()
         head = self._head_start
         if head is not None and head.text == text:
-            return  # the same words again (an interim): it goes on
-        self._drop_head_start()
+            return  # the same words again: it goes on
+        self._drop_head_start("other words")
         if (
             not text
             or self.closed
@@ -295,13 +295,15 @@ class HeadStarts:
             return
         self._head_start = HeadStart(text, lambda: self._head_start_request(text), self.chat, self.tts)
         _count("begun")
+        logger.debug("head start begun on %d words", len(text.split()))
 
-    def _drop_head_start(self) -> None:
+    def _drop_head_start(self, why: str = "the caller went on") -> None:
         """The caller went on (or the answer will not be the agent's): the head start is stale."""
         head, self._head_start = self._head_start, None
         if head is not None:
             head.cancel()
             _count("dropped")
+            logger.debug("head start dropped: %s", why)
 
     async def _take_head_start(
         self, request: ChatRequest, speaker: Speaker
@@ -314,8 +316,10 @@ class HeadStarts:
         if not await head.matches(request):
             head.cancel()
             _count("dropped")
+            logger.debug("head start dropped: the turn asks otherwise")
             return None
         _count("used")
+        logger.debug("head start used")
         return head.replay(speaker.prepared)
 
     def _head_start_tasks(self) -> list[asyncio.Task]:

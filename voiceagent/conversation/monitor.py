@@ -140,7 +140,7 @@ class ChannelListener(CascadeListening):
     def _begin_head_start(self, text: str, over_agent: bool) -> None:
         """A listener never answers: no answer to begin in a pause."""
 
-    def _drop_head_start(self) -> None:
+    def _drop_head_start(self, why: str = "") -> None:
         """None was begun."""
 
     def _resume_answer(self, heard: str) -> None:

@@ -167,6 +167,22 @@ async def test_tools_are_not_run_ahead_of_the_turn():
     assert [e.name for e in h.of("ToolCall")] == ["lookup"]  # once, for the turn that was answered
 
 
+async def test_a_person_taking_the_call_in_the_pause_drops_it():
+    """The turn that ends is stored for the person, not answered: the head start goes unused."""
+    chat = RecordingChat(first_token_s=0.3)
+    async with _harness(chat) as h:
+        await h.idle()
+        await _speak(h)
+        await _pause(h, 20)
+        await h.until(lambda h: len(chat.requests) == 1)
+        assert h.conv.take_over("alice").ok
+        await _pause(h, 50)
+        await h.until(lambda h: any(t.role == "user" for t in h.conv.history))
+        await h.until(lambda h: chat.closed_early == 1)
+        assert h.conv._head_start is None and _answers(h) == []
+    assert len(chat.requests) == 1  # the model was not asked for the person's call
+
+
 async def test_unfinished_words_and_a_disabled_head_start_begin_nothing():
     chat = RecordingChat()
     async with _harness(chat, enabled=False) as h:
