@@ -102,6 +102,13 @@ HEARD_FRAMES = 400  # 8 s of 20 ms frames: what Smart Turn hears at most
 # doubt: a caller's words fit (~2-4), Whisper inventing a sentence for a fragment does not
 # ("the number is" at 16 kHz -> "That's all I'm gonna do.", the model 0.91: seed 16)
 PLAUSIBLE_WORDS_PER_S = 4.5
+# below this mean log-probability a token the words are no hypothesis a sure model can vouch for,
+# even on a full band: seed 16's digits fragment "... eight three three" came back as "But I'm
+# very." at -1.41, Smart Turn at 0.93, and ended 660 ms early (bench_end_of_turn_rule on the
+# 2026-12-01 AVX2 machine); the override's own cases sat at -1.04 ("Hello there.") and -1.1
+# ("Hello nahre."), and no complete turn of seeds 16 and 17 comes back below -1.0 with the model
+# at 0.5 or more
+OVERRIDE_FLOOR_LOGPROB = -1.3
 
 
 def fused_endpoint_ms(
@@ -179,12 +186,12 @@ def _sure_whole_sentence(text: str, logprob: float | None, wideband: bool, voice
 
 def _outweighs_doubt(text: str, logprob: float | None, wideband: bool, voiced_ms: int) -> bool:
     """May a sure model outweigh the recogniser's doubt about these complete-sounding words? Not
-    when they open with a possessive; on a full band when they fit the speech heard; for a whole
+    when they open with a possessive or are far below a guess (:data:`OVERRIDE_FLOOR_LOGPROB`); on a full band when they fit the speech heard; for a whole
     question on any band, and a whole statement the recogniser is not guessing at on a telephone
     band, when they are not its loop (that band's VAD hears fewer voiced frames). A full band's
     statements keep the stricter fit: "the number is" came back as "That's all I'm gonna do." there,
     the model 0.91; on a phone line that was at -0.9."""
-    if opens_with_possessive(text):
+    if opens_with_possessive(text) or (logprob is not None and logprob < OVERRIDE_FLOOR_LOGPROB):
         return False
     if wideband and not is_hallucination(text, voiced_ms, PLAUSIBLE_WORDS_PER_S):
         return True

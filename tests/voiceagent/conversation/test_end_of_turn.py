@@ -73,6 +73,14 @@ def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
 DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its confidence)
 
 
+def test_words_far_below_a_guess_are_not_outweighed_by_a_sure_model_on_a_full_band():
+    """Seed 16's digits fragment "... eight three three" came back as "But I'm very." at -1.41 a
+    token (721 ms voiced: the words fit), Smart Turn at 0.93: the override ended it 660 ms early."""
+    wait = fused_endpoint_ms("But I'm very.", SETTINGS, -1.41, 0.93, MODEL_MS, True, 721)
+    assert wait == 1600
+    assert fused_endpoint_ms("But I'm very.", SETTINGS, -1.2, 0.93, MODEL_MS, True, 721) == MODEL_MS
+
+
 @pytest.mark.parametrize(
     ("text", "logprob", "probability", "expected"),
     [
@@ -91,6 +99,7 @@ DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its con
         ("My card is done.", -0.9, 0.93, 1600),
         ("That's all I'm gonna do.", -0.9, 0.7, 1600),  # a leaning model: the same guards
         ("My card is done.", -0.9, 0.7, 1600),
+        ("Hello there.", -1.29, 0.95, MODEL_MS),  # above OVERRIDE_FLOOR_LOGPROB: the override holds
     ],
 )
 def test_on_a_full_band_line_a_sure_model_outweighs_the_recognisers_doubt(
