@@ -186,9 +186,10 @@ def _sure_whole_sentence(text: str, logprob: float | None, wideband: bool, voice
 
 def _outweighs_doubt(text: str, logprob: float | None, wideband: bool, voiced_ms: int) -> bool:
     """May a sure model outweigh the recogniser's doubt about these complete-sounding words? Not
-    when they open with a possessive or are far below a guess (:data:`OVERRIDE_FLOOR_LOGPROB`); on a full band when they fit the speech heard; for a whole
-    question on any band, and a whole statement the recogniser is not guessing at on a telephone
-    band, when they are not its loop (that band's VAD hears fewer voiced frames). A full band's
+    when they open with a possessive or are far below a guess (:data:`OVERRIDE_FLOOR_LOGPROB`); on
+    a full band when they fit the speech heard; for a whole question on any band, and a whole
+    statement the recogniser is not guessing at on a telephone band, when they are not its loop
+    (that band's VAD hears fewer voiced frames). A full band's
     statements keep the stricter fit: "the number is" came back as "That's all I'm gonna do." there,
     the model 0.91; on a phone line that was at -0.9."""
     if opens_with_possessive(text) or (logprob is not None and logprob < OVERRIDE_FLOOR_LOGPROB):
