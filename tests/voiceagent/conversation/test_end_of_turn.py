@@ -73,6 +73,17 @@ def test_the_fusion_of_words_and_model(text, logprob, probability, expected):
 DOUBT = object()  # the recogniser's doubt's wait (the lexical rule with its confidence)
 
 
+def test_on_a_phone_line_a_short_doubted_sentence_is_held_by_a_model_not_leaning_to_complete():
+    """Seed 17's 8 kHz "i was born on ..." came back as "I went for long." at -0.435, Smart Turn at
+    0.296 (above DOUBTFUL): the recogniser's 797 ms ended the 825 ms pause early."""
+    phone = fused_endpoint_ms("I went for long.", SETTINGS, -0.435, 0.296, MODEL_MS, False, 1092)
+    assert phone == 1050  # half-way from the minimum to the maximum, as for a doubting model
+    full = fused_endpoint_ms("I went for long.", SETTINGS, -0.435, 0.296, MODEL_MS, True, 1092)
+    assert full == endpoint_ms("I went for long.", SETTINGS, -0.435) == 797  # a full band: as before
+    leaning = fused_endpoint_ms("I went for long.", SETTINGS, -0.435, 0.6, MODEL_MS, False, 1092)
+    assert leaning == 797  # a model leaning to complete: the recogniser's wait
+
+
 def test_words_far_below_a_guess_are_not_outweighed_by_a_sure_model_on_a_full_band():
     """Seed 16's digits fragment "... eight three three" came back as "But I'm very." at -1.41 a
     token (721 ms voiced: the words fit), Smart Turn at 0.93: the override ended it 660 ms early."""
