@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from voiceagent.conversation.session import Turn
 from voiceagent.conversation.specs import VoiceSpec
 from voiceagent.conversation.text import ClauseSplitter
 from voiceagent.conversation.turn_taking import TurnTaking, endpoint_ms
+from voiceagent.speech.replay_buffer import ReplayBuffer
 
 if TYPE_CHECKING:
     from voiceagent.conversation.context import AgentDirectory, TurnContext
@@ -81,47 +83,13 @@ async def _close(stream: object) -> None:
         await close()
 
 
-class _Buffer:
-    """Items produced by one task, read by one later reader as they come."""
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self.done = False
-        self.error: BaseException | None = None
-        self._changed = asyncio.Event()
-
-    def add(self, item: Any) -> None:
-        self.items.append(item)
-        self._wake()
-
-    def close(self, error: BaseException | None = None) -> None:
-        self.done, self.error = True, error
-        self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    async def read(self) -> AsyncIterator[Any]:
-        index = 0
-        while True:
-            while index < len(self.items):
-                yield self.items[index]
-                index += 1
-            if self.done:
-                if self.error is not None:
-                    raise self.error
-                return
-            await self._changed.wait()
-
-
 class ClauseAudio:
     """A clause's speech synthesised ahead, replayed as it comes; when its synthesis failed before
     any audio (or the voice changed), synthesised again the usual way."""
 
     def __init__(self, tts: TTSProvider, text: str, voice: VoiceSpec) -> None:
         self.text, self.voice = text, voice
-        self._audio = _Buffer()
+        self._audio = ReplayBuffer()
         self.task = asyncio.get_running_loop().create_task(self._run(tts), name="head-start-tts")
 
     async def _run(self, tts: TTSProvider) -> None:
@@ -181,7 +149,7 @@ class HeadStart:
         self.request: ChatRequest | None = None
         self.audio: ClauseAudio | None = None
         self._deliver: dict[str, ClauseAudio] | None = None  # the adopting speaker's prepared audio
-        self._chunks = _Buffer()
+        self._chunks = ReplayBuffer()
         self._built: asyncio.Future[ChatRequest | None] = asyncio.get_running_loop().create_future()
         self.task = asyncio.get_running_loop().create_task(self._run(build, chat, tts), name="head-start")
         self.task.add_done_callback(lambda _: self._built.done() or self._built.set_result(None))
@@ -189,7 +157,8 @@ class HeadStart:
     async def _run(self, build: Build, chat: ChatProvider, tts: TTSProvider) -> None:
         try:
             built, voice = await build()
-            request = self.request = copy.deepcopy(built)  # as it was then (the memory included)
+            # as it was then: the memory is the session's own (the rest is built afresh each time)
+            request = self.request = dataclasses.replace(built, memory=copy.deepcopy(built.memory))
         except Exception as exc:
             self._built.set_result(None)
             logger.debug("head start not begun: %s", exc)

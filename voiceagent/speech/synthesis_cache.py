@@ -24,30 +24,25 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable
 
+from voiceagent.speech.replay_buffer import ReplayBuffer
+
 __all__ = ["SynthesisCache"]
 
 Produce = Callable[[], AsyncIterator[bytes]]
 
 
-class _Line:
+class _Line(ReplayBuffer):
     """One synthesis in progress, shared by its readers."""
 
-    __slots__ = ("changed", "chunks", "done", "error", "loop", "readers", "size", "stopped", "task")
+    __slots__ = ("loop", "readers", "size", "stopped", "task")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.chunks: list[bytes] = []
+        super().__init__()
         self.size = 0
-        self.done = False
-        self.error: BaseException | None = None
-        self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.readers = 0
         self.stopped = False  # its last reader left: whatever it produced is not the whole line
         self.loop = loop
-
-    def wake(self) -> None:
-        self.changed.set()
-        self.changed = asyncio.Event()
 
 
 class SynthesisCache:
@@ -99,17 +94,8 @@ class SynthesisCache:
             self.shared += 1
         line.readers += 1
         try:
-            index = 0
-            while True:
-                if index < len(line.chunks):
-                    index += 1
-                    yield line.chunks[index - 1]
-                    continue
-                if line.done:
-                    if line.error is not None:
-                        raise line.error
-                    return
-                await line.changed.wait()
+            async for chunk in line.read():
+                yield chunk
         finally:
             line.readers -= 1
             if line.readers == 0 and not line.done and line.task is not None:
@@ -126,23 +112,22 @@ class SynthesisCache:
         try:
             async with contextlib.aclosing(produce()) as chunks:
                 async for chunk in chunks:
-                    line.chunks.append(chunk)
                     line.size += len(chunk)
-                    line.wake()
+                    line.add(chunk)
         except asyncio.CancelledError:
-            line.error = RuntimeError("speech synthesis cancelled")
+            line.close(RuntimeError("speech synthesis cancelled"))
             raise
         except Exception as exc:  # the readers get it; nothing is kept
-            line.error = exc
+            line.close(exc)
+        else:
+            line.close()
         finally:
-            line.done = True
-            line.wake()
             if self._live.get(key) is line:
                 del self._live[key]
         # a producer may end quietly when cancelled (a synthesis thread stopped between sentences):
         # what it made then is a cut line, and kept it would be replayed as the whole answer
-        if line.error is None and not line.stopped and line.chunks:
-            self._keep(key, tuple(line.chunks), line.size)
+        if line.error is None and not line.stopped and line.items:
+            self._keep(key, tuple(line.items), line.size)
 
     def _keep(self, key: Hashable, chunks: tuple[bytes, ...], size: int) -> None:
         if size > self.max_bytes:
