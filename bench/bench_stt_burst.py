@@ -14,7 +14,8 @@ Per caller and round: the time from the frame holding its last speech energy (th
 line with an RMS above 300) to the final transcript on the socket. Printed: slowest and median,
 how many within the target, WER of the finals (offline_speech_corpus's scoring), refusals and
 errors, the recogniser's queue as the server counts it (``GET /api/v1/pools`` -> ``stt.queue``:
-depth, wait, what was served, batched, skipped), and the machine's speed.
+depth, wait, decode time, what was served, batched, skipped: a slow burst with short decodes is the
+queue, with long ones the machine), and the machine's speed.
 
 ``--hog``: a busy-loop process pinned to core 1 for the whole run (another job on one of the two
 cores). Targets: 12 at once, slowest <= 1.5 s; 24 at once <= 3 s; 12 with the hog <= 3 s; every

@@ -133,8 +133,8 @@ class PoolSerializer(serializers.Serializer):
     queue = serializers.DictField(
         required=False,
         help_text="offline Whisper only: its recogniser's queue (depth, deepest, served / skipped_stale by "
-        "kind final|pause|interim, wait_ms p50/p95/max by kind, batches, batched_requests, greedy_requests, "
-        "narrowed_requests)",
+        "kind final|pause|interim, wait_ms and decode_ms p50/p95/max by kind, batches, batched_requests, "
+        "greedy_requests, narrowed_requests)",
     )
 
 

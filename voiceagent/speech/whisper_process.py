@@ -36,10 +36,20 @@ class Skipped(ProviderError):
     """The recogniser skipped a decode a newer one for the same utterance made stale."""
 
 
+def _spread(values: deque[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 1),
+        "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 1),
+        "max": round(ordered[-1], 1),
+    }
+
+
 class QueueStats:
     """What the recogniser's queue did since the process started serving: requests by kind
     (served, skipped as stale, promoted from a pause to a final), how long the served ones waited
-    in the queue, batches, greedy and narrowed decodes, the deepest it got."""
+    in the queue and how long their decode took (a slow answer is a deep queue or a slow machine:
+    these tell which), batches, greedy and narrowed decodes, the deepest it got."""
 
     def __init__(self) -> None:
         self.served: Counter[str] = Counter()
@@ -52,30 +62,25 @@ class QueueStats:
         self.depth = 0  # decodes asked for and not answered now
         self.deepest = 0
         self._waits: dict[str, deque[float]] = {k.name.lower(): deque(maxlen=4096) for k in Kind}
+        self._decodes: dict[str, deque[float]] = {k.name.lower(): deque(maxlen=4096) for k in Kind}
 
     def asked(self, pending: int) -> None:
         self.depth = pending
         self.deepest = max(self.deepest, pending)
 
-    def answered(self, kind: Kind, wait_s: float, batch: int, beam: int) -> None:
+    def answered(self, kind: Kind, wait_s: float, batch: int, beam: int, decode_s: float = 0.0) -> None:
         name = kind.name.lower()
         self.served[name] += 1
         self._waits[name].append(wait_s * 1000.0)
+        self._decodes[name].append(decode_s * 1000.0)
         self.batches += 1.0 / max(1, batch)  # a batch of n answers n times
         self.batched += batch > 1
         self.greedy += beam == 1
         self.narrowed += beam < BEAM
 
     def snapshot(self) -> dict[str, Any]:
-        waits = {}
-        for name, values in self._waits.items():
-            if values:
-                ordered = sorted(values)
-                waits[name] = {
-                    "p50": round(statistics.median(ordered), 1),
-                    "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 1),
-                    "max": round(ordered[-1], 1),
-                }
+        waits = {name: _spread(values) for name, values in self._waits.items() if values}
+        decodes = {name: _spread(values) for name, values in self._decodes.items() if values}
         return {
             "depth": self.depth,
             "deepest": self.deepest,
@@ -83,6 +88,7 @@ class QueueStats:
             "skipped_stale": dict(self.skipped),
             "promoted_pause_to_final": self.promoted,
             "wait_ms": waits,
+            "decode_ms": decodes,  # the decode itself (its batch's), after the wait
             "batches": round(self.batches),
             "batched_requests": self.batched,
             "greedy_requests": self.greedy,
@@ -159,7 +165,7 @@ class RecognizerProcess:
             return
         if kind == "R":
             cpu, audio, logprob, wait, batch, beam, text = [*rest.split(" ", 6), *[""] * 7][:7]
-            self.stats.answered(asked, float(wait or 0), int(batch or 1), int(beam or 0))
+            self.stats.answered(asked, float(wait or 0), int(batch or 1), int(beam or 0), float(cpu or 0))
             future.set_result(Decoded(text.strip(), float(cpu or 0), float(audio or 0), float(logprob or 0)))
         elif kind == "S":
             self.stats.skipped[asked.name.lower()] += 1

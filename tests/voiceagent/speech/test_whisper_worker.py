@@ -217,6 +217,9 @@ async def test_a_final_asked_after_interims_is_served_before_them_and_skips_its_
     queue = stt.pool.metrics()["queue"]
     assert queue["skipped_stale"] == {"interim": 1} and queue["served"]["final"] == 1, queue
     assert queue["deepest"] >= 4 and queue["depth"] == 0
+    # how long the decodes themselves took, apart from their wait: a slow machine or a deep queue
+    assert set(queue["decode_ms"]) == {"final", "interim"}, queue
+    assert 0 < queue["decode_ms"]["final"]["p50"] <= queue["decode_ms"]["final"]["max"], queue
 
 
 @pytest.mark.asyncio(loop_scope="module")
