@@ -67,7 +67,8 @@ def test_workers_stop_promptly_after_dashboards_relayed_between_them(tmp_path):
         procs = [start("uvicorn", p, env, log, graceful_s=None) for p, log in zip(ports, logs, strict=True)]
         try:
             for port in ports:
-                wait_http(f"http://127.0.0.1:{port}/api/v1/ready", 30, 200)
+                # 60 s: on a loaded two-core CI machine a worker's imports alone took 15 s
+                wait_http(f"http://127.0.0.1:{port}/api/v1/ready", 60, 200)
             a, b = (f"ws://127.0.0.1:{p}/api/v1" for p in ports)
 
             async def pairs(a: str = a, b: str = b) -> None:
