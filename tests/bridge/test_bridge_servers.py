@@ -15,7 +15,7 @@ import pytest
 import websockets
 from audiohook_client import ORG, AudioHookClient, over_websockets
 from realtime_peer import RealtimePeer
-from servers import base_env, free_port, migrate, start, wait_http
+from servers import SERVER_START_S, base_env, free_port, migrate, start, wait_http
 
 from voiceagent.speech.audio import ulaw_encode
 
@@ -45,7 +45,7 @@ def service(request, peer, tmp_path_factory):
     port = free_port()
     proc = start(request.param, port, env, root / "server.log")
     try:
-        wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=30, status=200)
+        wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=SERVER_START_S, status=200)
         yield f"ws://127.0.0.1:{port}/api/v1/contactcenter/stream"
     finally:
         proc.send_signal(signal.SIGTERM)

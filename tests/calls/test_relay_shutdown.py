@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 import websockets
-from servers import base_env, free_port, migrate, start, stop_all, wait_http
+from servers import SERVER_START_S, base_env, free_port, migrate, start, stop_all, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -67,8 +67,7 @@ def test_workers_stop_promptly_after_dashboards_relayed_between_them(tmp_path):
         procs = [start("uvicorn", p, env, log, graceful_s=None) for p, log in zip(ports, logs, strict=True)]
         try:
             for port in ports:
-                # 60 s: on a loaded two-core CI machine a worker's imports alone took 15 s
-                wait_http(f"http://127.0.0.1:{port}/api/v1/ready", 60, 200)
+                wait_http(f"http://127.0.0.1:{port}/api/v1/ready", SERVER_START_S, 200)
             a, b = (f"ws://127.0.0.1:{p}/api/v1" for p in ports)
 
             async def pairs(a: str = a, b: str = b) -> None:

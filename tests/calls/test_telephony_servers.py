@@ -23,7 +23,7 @@ import pytest
 import websockets
 from acs_media_client import AcsMediaClient, over_websockets, silence
 from acs_peer import TEST_CALLBACK_URL, TEST_MEDIA_URL, telephony_env, transfer_event_data
-from servers import ROOT, base_env, free_port, migrate, start, wait_http
+from servers import ROOT, SERVER_START_S, base_env, free_port, migrate, start, wait_http
 
 from tests.voiceagent.speech.test_whisper_stt import espeak_16k
 from voiceagent.conversation.takeover import TRANSFER_FAILED_LINE
@@ -111,7 +111,7 @@ def servers(peer, tmp_path_factory):
             log = tmp_path / f"server-{name}.log"
             started.append(Server(name, port, log, start("uvicorn", port, env, log)))
         for server in started:
-            wait_http(f"{server.http}/ready", timeout=30, status=200)
+            wait_http(f"{server.http}/ready", timeout=SERVER_START_S, status=200)
     except BaseException:
         dump_logs(started)
         for server in started:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import ROOT, base_env, free_port, migrate, start, wait_http
+from servers import ROOT, SERVER_START_S, base_env, free_port, migrate, start, wait_http
 from twilio_media_client import RATE, sign, silence, tone, twilio_sid
 from twilio_peer import TwilioPeer, twilio_env
 
@@ -74,7 +74,7 @@ def server(twilio, tmp_path_factory):
     proc = start("uvicorn", port, env, log)
     srv = Server(port, log, proc)
     try:
-        wait_http(f"{srv.http}/ready", timeout=30, status=200)
+        wait_http(f"{srv.http}/ready", timeout=SERVER_START_S, status=200)
         yield srv
     finally:
         proc.terminate()

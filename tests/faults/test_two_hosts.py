@@ -35,7 +35,7 @@ from fault_clients import (
 )
 from fault_wires import Faults
 from openai_peer import Text, ToolCall, ToolCalls
-from servers import ROOT, free_port, wait_http
+from servers import ROOT, SERVER_START_S, free_port, wait_http
 from two_hosts import HOSTS, host_command, start_nginx, stop_nginx
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.timeout(300)]
@@ -109,7 +109,7 @@ def two_hosts(wires: Faults, tmp_path_factory) -> Iterator[TwoHosts]:
     try:
         for host in hosts:
             wait_ready(host)
-        wait_http(f"{front.http}/health", timeout=30, status=200)
+        wait_http(f"{front.http}/health", timeout=SERVER_START_S, status=200)
         yield TwoHosts(hosts, front, nginx_log)
     finally:
         stop_nginx(nginx)

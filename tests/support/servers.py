@@ -142,6 +142,12 @@ def stop_all(procs: list[subprocess.Popen], logs: list[Path], within_s: float, t
     return slow
 
 
+# seconds a server started by a test may take to answer: on a loaded two-core CI machine a
+# uvicorn worker spent 15 s in imports and Piper 6 s loading its voice (the waits return at once
+# when it answers, so a generous bound costs nothing)
+SERVER_START_S = 60.0
+
+
 def wait_http(url: str, timeout: float = 15.0, status: int | None = None) -> tuple[float, httpx.Response]:
     """Poll ``url`` until it answers (with ``status`` if given); return (seconds waited, response)."""
     began = time.monotonic()

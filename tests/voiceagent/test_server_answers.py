@@ -16,7 +16,7 @@ import subprocess
 
 import httpx
 import pytest
-from servers import base_env, free_port, migrate, start, wait_http
+from servers import SERVER_START_S, base_env, free_port, migrate, start, wait_http
 
 FIVE_MB = 5 * 1024 * 1024
 WRITE_METHODS = ("post", "put", "patch")
@@ -53,10 +53,10 @@ def served(tmp_path_factory):
 @pytest.mark.slow
 def test_ready_503_during_startup_is_logged_below_error(served):
     """Runs first: the deferred warmup (4 s) is still going when /health first answers."""
-    wait_http(f"{served.base}/api/v1/health", timeout=30, status=200)
+    wait_http(f"{served.base}/api/v1/health", timeout=SERVER_START_S, status=200)
     first = httpx.get(f"{served.base}/api/v1/ready", timeout=5)
     assert first.status_code == 503, "the deferred warmup should still be running"
-    wait_http(f"{served.base}/api/v1/ready", timeout=30, status=200)
+    wait_http(f"{served.base}/api/v1/ready", timeout=SERVER_START_S, status=200)
     text = served.log_text()
     assert not re.search(r"\bERROR\b|Traceback|Service Unavailable", text), text
     assert re.search(r"INFO +voiceagent.health: GET /api/v1/ready: 503, not ready yet", text), text
@@ -80,7 +80,7 @@ def chunks(total: int, size: int = 256 * 1024):
 
 @pytest.mark.slow
 def test_every_write_endpoint_answers_an_oversized_body_with_413(served):
-    wait_http(f"{served.base}/api/v1/health", timeout=30, status=200)
+    wait_http(f"{served.base}/api/v1/health", timeout=SERVER_START_S, status=200)
     operations = write_operations(served.base)
     assert {("POST", "/api/v1/calls/initiate"), ("POST", "/api/v1/calls/answer")} <= set(operations)
     assert len(operations) >= 10

@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from servers import base_env, free_port, migrate, start, wait_http
+from servers import SERVER_START_S, base_env, free_port, migrate, start, wait_http
 
 pytestmark = pytest.mark.slow
 SERVERS = ["uvicorn", "daphne"]
@@ -52,14 +52,13 @@ def test_health_fast_ready_after_deferred_and_ordered_shutdown(kind, migrated_db
     probe = tmp_path / "probe.jsonl"
     proc, base, _, log = launch(kind, migrated_db, probe, PROBE_WARMUP_S="4", PROBE_FAIL_CLEANUP="services")
     try:
-        # /health answers while the deferred warmup (4 s) is still running: it never waits for it.
-        # 60 s: a start on a loaded two-core CI machine (imports and Piper's load) took over 15 s
-        _, health = wait_http(f"{base}/health", timeout=60, status=200)
+        # /health answers while the deferred warmup (4 s) is still running: it never waits for it
+        _, health = wait_http(f"{base}/health", timeout=SERVER_START_S, status=200)
         assert health.json()["status"] == "healthy"
         assert set(health.json()) == {"status", "timestamp", "message", "active_sessions", "session_metrics"}
         first_ready = wait_http(f"{base}/ready", timeout=3)[1]
         assert first_ready.status_code == 503 and first_ready.json()["warmup_completed"] is False
-        _, ready = wait_http(f"{base}/ready", timeout=60, status=200)
+        _, ready = wait_http(f"{base}/ready", timeout=SERVER_START_S, status=200)
         assert ready.json()["ready"] is True and ready.json()["deferred_startup_complete"] is True
         assert ready.headers["x-content-type-options"] == "nosniff" and ready.headers["x-request-id"]
         missing = httpx.get(f"{base}/no-such-endpoint", timeout=5)
@@ -89,7 +88,7 @@ def test_deferred_task_cancellation_bound(kind, migrated_db, tmp_path):
     probe = tmp_path / "probe.jsonl"
     proc, base, _, log = launch(kind, migrated_db, probe, PROBE_STUCK="1")
     try:
-        wait_http(f"{base}/health", timeout=15, status=200)
+        wait_http(f"{base}/health", timeout=SERVER_START_S, status=200)
         assert wait_http(f"{base}/ready", timeout=5)[1].status_code == 503  # mcp never finishes
         time.sleep(0.2)
     finally:

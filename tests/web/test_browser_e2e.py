@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fault_proxy import FaultProxy
-from servers import PYTHON, ROOT, base_env, free_port, migrate, start, wait_http
+from servers import PYTHON, ROOT, SERVER_START_S, base_env, free_port, migrate, start, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -41,7 +41,7 @@ def running_service(tmp_path: Path, server: str = "uvicorn", **extra: str):
     port = free_port()
     proc = start(server, port, env, tmp_path / "server.log")
     try:
-        wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=40, status=200)
+        wait_http(f"http://127.0.0.1:{port}/api/v1/ready", timeout=SERVER_START_S, status=200)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
