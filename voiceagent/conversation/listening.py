@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from voiceagent.conversation.capture_clock import CaptureClock
 from voiceagent.conversation.core import CoreConfig
 from voiceagent.conversation.echo import EchoReference
 from voiceagent.conversation.end_of_turn import TurnModelListening
@@ -146,6 +147,8 @@ class CascadeListening(TurnModelListening, StreamGaps):
         self._turn = TurnTaking()  # refreshed when listening begins and at each utterance
         self._endpoint_ms = self._turn.endpointing_min_ms
         self._vad_submit = getattr(self.vad, "submit", None)  # an AsyncVAD: verdicts come back later
+        self._captured = CaptureClock()  # each frame's capture time: the echo gate's clock
+        self._awaiting: deque[tuple[bytes, float]] = deque()  # frames the AsyncVAD judges, stamped
 
     def _begin_listening(self) -> None:
         """The session is open: process the audio pushed before, then each push at once."""
@@ -198,27 +201,45 @@ class CascadeListening(TurnModelListening, StreamGaps):
     def _on_frame(self, frame: bytes) -> None:
         if self.paused:
             return
+        captured = self._captured.stamp(self.loop_time())
         if self._vad_submit is not None:
-            self._vad_submit(frame, self._on_verdict)  # judged off the loop: _on_verdict follows
+            awaiting = self._awaiting
+            awaiting.append((frame, captured))
+            self._vad_submit(frame, self._on_judged)  # judged off the loop: _on_judged follows
+            if len(awaiting) > self.config.input_queue_frames:  # dropped by a VAD that is behind
+                awaiting.popleft()
             return
-        self._on_verdict(frame, self.vad.is_speech(frame))
+        self._on_verdict(frame, self.vad.is_speech(frame), captured)
 
-    def _on_verdict(self, frame: bytes, voiced: bool) -> None:
-        """One frame with the VAD's verdict, in order: echo gate, utterance start and end, barge-in."""
+    def _on_judged(self, frame: bytes, voiced: bool) -> None:
+        """An AsyncVAD's verdict: the frame's capture time is the one stamped when it came (the
+        frames it dropped, being behind, are passed over)."""
+        awaiting = self._awaiting
+        while awaiting:
+            sent, captured = awaiting.popleft()
+            if sent is frame:
+                break
+        else:
+            captured = self.loop_time()
+        self._on_verdict(frame, voiced, captured)
+
+    def _on_verdict(self, frame: bytes, voiced: bool, captured: float) -> None:
+        """One frame with the VAD's verdict, in order: echo gate, utterance start and end, barge-in.
+        ``captured``: when the caller's microphone took it (:mod:`.capture_clock`), for the gate."""
         if self.paused or self.closed:  # an AsyncVAD's verdict can land after a pause or the close
             return
         speech = voiced
         level = 0.0
         utterance = self._utterance
         gated = self._turn.echo_gate_db > 0.0
-        if utterance is None and gated and self._echo.playing(now := self.loop_time()):
+        if utterance is None and gated and self._echo.playing(captured):
             level = frame_dbfs(frame)  # the line between the caller's turns, under the agent: its echo
-            agent = self._echo.observe(level, now)
-            if speech and self._echo.is_echo(level, now, self._turn.echo_gate_db, agent):
+            agent = self._echo.observe(level, captured)
+            if speech and self._echo.is_echo(level, captured, self._turn.echo_gate_db, agent):
                 speech = False  # the agent's own voice coming back
         elif speech:
             level = frame_dbfs(frame)
-            if self._echo.is_echo(level, self.loop_time(), self._turn.echo_gate_db):
+            if self._echo.is_echo(level, captured, self._turn.echo_gate_db):
                 speech = False
         if utterance is None:
             if not speech:
