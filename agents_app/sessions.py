@@ -113,22 +113,39 @@ def _ensure_session_row(session_id: str, scenario: str = "", transport: str | No
 
 def write_turn(session_id: str, turn: Turn, scenario: str = "", transport: str | None = None) -> None:
     _ensure_session_row(session_id, scenario, transport)
-    HistoryTurn.objects.create(
+    _history_row(session_id, turn).save()
+    Session.objects.filter(session_id=session_id).update(last_activity_at=_now())
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every NUL character (in strings, keys included) made U+FFFD: PostgreSQL's
+    text and jsonb refuse NUL, and a turn that holds one (a typed line, a tool's result or a model's
+    arguments) was lost from the history, row by row, with an ERROR."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
+def _history_row(session_id: str, turn: Turn) -> HistoryTurn:
+    return HistoryTurn(
         session_id=session_id,
         role=turn.role,
-        content=turn.content,
+        content=storable(turn.content),
         agent=turn.agent,
-        tool_name=turn.tool_name,
+        tool_name=storable(turn.tool_name),
         at=turn.at,
         latency_ms=turn.latency_ms,
         usage=turn.usage,
-        heard=turn.heard,
+        heard=storable(turn.heard),
         uid=turn.uid,
-        tool_call_id=turn.tool_call_id,
-        tool_arguments=turn.arguments,
+        tool_call_id=storable(turn.tool_call_id),
+        tool_arguments=storable(turn.arguments),
         speaker=turn.speaker,
     )
-    Session.objects.filter(session_id=session_id).update(last_activity_at=_now())
 
 
 def write_handoff(session_id: str, event: HandoffEvent) -> None:
@@ -273,23 +290,7 @@ def _write_batch(batch: list[tuple]) -> None:
         elif item[0] == "turn":
             _, session_id, turn, scenario, transport = item
             _ensure_session_row(session_id, scenario, transport)
-            turns.append(
-                HistoryTurn(
-                    session_id=session_id,
-                    role=turn.role,
-                    content=turn.content,
-                    agent=turn.agent,
-                    tool_name=turn.tool_name,
-                    at=turn.at,
-                    latency_ms=turn.latency_ms,
-                    usage=turn.usage,
-                    heard=turn.heard,
-                    uid=turn.uid,
-                    tool_call_id=turn.tool_call_id,
-                    tool_arguments=turn.arguments,
-                    speaker=turn.speaker,
-                )
-            )
+            turns.append(_history_row(session_id, turn))
         else:
             _, session_id, event = item
             _ensure_session_row(session_id)
@@ -319,7 +320,8 @@ def _correct(session_id: str, turn: Turn) -> None:
     if not turn.content:
         rows.delete()
         return
-    rows.update(content=turn.content, heard=turn.heard, latency_ms=turn.latency_ms, usage=turn.usage)
+    content, heard = storable(turn.content), storable(turn.heard)
+    rows.update(content=content, heard=heard, latency_ms=turn.latency_ms, usage=turn.usage)
 
 
 FLUSH_WAIT_S = 10.0

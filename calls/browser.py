@@ -191,6 +191,8 @@ class BrowserConversationConsumer(AudioSocket):
             raise ClientError("bad_text", "text needs a non-empty text field")
         if len(text) > MAX_TEXT_CHARS:
             raise ClientError("bad_text", f"text is limited to {MAX_TEXT_CHARS} characters")
+        if "\x00" in text:  # as the HTTP API refuses it (voiceagent.parsers): no NUL in a history
+            raise ClientError("bad_text", "text must not contain NUL characters")
         if self._ended():
             await self._start_conversation()
         if self.conversation is not None:

@@ -169,6 +169,7 @@ async def test_handoff_and_tool_call_events(fake_runtime):
         (msg("control", action="pause"), "not_started"),
         (msg("text", text=""), "bad_text"),
         (msg("text", text="x" * 3000), "bad_text"),
+        (msg("text", text="my card\x00 was stolen"), "bad_text"),  # PostgreSQL cannot store it
         ('{"type": "text", "payload": {"text": "' + "[" * 50 + '"}}', None),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -95,6 +96,20 @@ def test_deeply_nested_json_is_a_400_on_real_endpoints(api_client, method, url):
     response = api_client.generic(method, url, "[" * 100_000, content_type="application/json")
     assert response.status_code == 400
     assert "nested too deeply" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body"),
+    [
+        # schemathesis's find on PostgreSQL: a JSON-typed field passed the NUL to jsonb, a 500
+        ("PUT", "/api/v1/agents/cards_agent", {"turn_taking": {"goodbye": "bye\u0000"}}),
+        ("POST", "/api/v1/profiles/generate", {"seed": 7, "locale\u0000": "en"}),  # in a key too
+    ],
+)
+def test_a_nul_character_anywhere_in_a_body_is_a_400(api_client, db, method, url, body):
+    response = api_client.generic(method, url, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert "NUL" in response.json()["detail"]
 
 
 def test_request_id_generated_and_hostile_one_replaced(api_client):
