@@ -143,7 +143,8 @@ class ApiErrorMiddleware(_Middleware):
 
 
 class BodyLimitMiddleware(_Middleware):
-    """413 ``{"detail"}`` for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, before any view runs.
+    """413 ``{"detail"}`` for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, and 400 for a URL holding
+    a NUL character, before any view runs.
 
     Why here and not in the views: endpoints that parse their body themselves (the telephony
     webhooks answered 400) or never read it (they answered 200) all give the same answer this way,
@@ -168,11 +169,21 @@ class BodyLimitMiddleware(_Middleware):
             return too_large_response()
         return None
 
+    @staticmethod
+    def _nul_in_url(request: HttpRequest) -> HttpResponse | None:
+        """400 for a NUL character in the path or the query: a view that looks it up (an MCP
+        server's name, a profile's id) handed it to PostgreSQL, which refuses it (a 500)."""
+        if "\x00" in request.path_info or "%00" in request.META.get("QUERY_STRING", ""):
+            return JsonResponse(
+                {"detail": "Bad request: NUL (%00) characters are not allowed in a URL."}, status=400
+            )
+        return None
+
     def _call(self, request: HttpRequest) -> HttpResponse:
-        return self._too_large(request) or self.get_response(request)
+        return self._nul_in_url(request) or self._too_large(request) or self.get_response(request)
 
     async def _acall(self, request: HttpRequest) -> HttpResponse:
-        refused = self._too_large(request)
+        refused = self._nul_in_url(request) or self._too_large(request)
         if refused is not None:
             return refused
         return await self.get_response(request)

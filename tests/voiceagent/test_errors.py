@@ -112,6 +112,21 @@ def test_a_nul_character_anywhere_in_a_body_is_a_400(api_client, db, method, url
     assert "NUL" in response.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("GET", "/api/v1/profiles/a%00b"),  # on PostgreSQL each of these was a 500
+        ("DELETE", "/api/v1/mcp/servers/a%00b"),
+        ("GET", "/api/v1/mcp/tools?server=x%00y"),
+        ("GET", "/admin/agents_app/agent/?q=%00"),
+    ],
+)
+def test_a_nul_character_in_a_url_is_a_400(api_client, db, method, url):
+    response = api_client.generic(method, url)
+    assert response.status_code == 400, response.content
+    assert "NUL" in response.json()["detail"]
+
+
 def test_request_id_generated_and_hostile_one_replaced(api_client):
     generated = api_client.get("/api/v1/health")["X-Request-ID"]
     assert len(generated) == 16
