@@ -59,6 +59,11 @@ MAX_SPREAD_DB: Final = 6.0
 # ... and at most this share of the median lag's (one lag stands out) and of the microphone's own
 # p90 - p10 over the same frames (the echo follows the agent; a line's steady hiss follows any lag)
 CONTRAST: Final = 0.5
+# ... and the microphone must move over those frames as an echo of speech does (tens of dB): one
+# that hardly moves follows nothing (a constant hiss against a constant-level agent read as a
+# path of spread 0, every lag alike, and the estimate ran at every surprise: bench_capacity's
+# callers, loop lag p99 189-405 ms at 200 conversations)
+MIN_OWN_SPREAD_DB: Final = 3.0
 LOUD_DB: Final = 20.0  # only agent frames this close to its loudest say where the echo is
 LOUD_QUANTILE: Final = 5.0  # percent: the path's loss is where its loudest echo frames sit
 MARGIN_DB: Final = 3.0  # above the expected echo, a frame is the caller
@@ -184,7 +189,11 @@ class EchoPath:
         heard_there = np.sort(mic[loud[:, usable[best]]])
         count = len(heard_there) - 1
         own = float(heard_there[round(count * 0.9)] - heard_there[round(count * 0.1)])
-        if self.spread_db > MAX_SPREAD_DB or self.spread_db > CONTRAST * min(own, float(np.median(spread))):
+        if (
+            own < MIN_OWN_SPREAD_DB
+            or self.spread_db > MAX_SPREAD_DB
+            or self.spread_db > CONTRAST * min(own, float(np.median(spread)))
+        ):
             self.lag = None
             return
         self.lag, self.loss_db = int(usable[best]), float(quantile(LOUD_QUANTILE / 100.0)[best])

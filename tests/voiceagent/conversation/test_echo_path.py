@@ -99,3 +99,13 @@ def test_a_line_with_hardly_any_echo_needs_no_path():
     ref, _ = line_with_echo(lag=4, loss_db=50.0)
     assert ref.return_loss_db is not None and ref.return_loss_db >= 40.0
     assert ref.path.lag is None
+
+
+def test_a_microphone_that_never_moves_follows_no_agent():
+    """One hiss frame over and over against an agent at one level (bench_capacity's callers and
+    its constant-level synthesis): every lag is as 'steady' as any other, spread 0. Not a path:
+    an echo of speech moves tens of dB."""
+    ref = playing([-30.0] * 600)  # 29 dB over the hiss: under NO_ECHO_LOSS_DB, so it is looked for
+    for i in range(400):
+        ref.observe(-60.7, T0 + i * FRAME)
+    assert ref.path.lag is None
