@@ -528,7 +528,8 @@ async def run_vad(kind: str, cases: list[Case], args: argparse.Namespace, config
 def turn_model_figures(model: Any, session_s: float) -> dict[str, Any] | None:
     """What the end-of-turn model cost: its calls, wall and CPU time per call (its worker thread,
     inside the engine process's CPU above) and per second of conversation, refusals (queue full),
-    stale requests skipped and requests answered unscored while the recogniser was backlogged."""
+    stale requests skipped, requests answered unscored while the recogniser was backlogged, and those
+    not taken because they would have waited past the model's bound (shed) or did (late)."""
     if model is None:
         return None
     calls = model.calls or 1
@@ -541,6 +542,8 @@ def turn_model_figures(model: Any, session_s: float) -> dict[str, Any] | None:
         "refused": model.refused,
         "skipped_stale": model.skipped,
         "gave_way_to_recogniser": getattr(model, "gave_way", 0),
+        "shed_would_wait": getattr(model, "shed", 0),
+        "late": getattr(model, "late", 0),
     }
 
 

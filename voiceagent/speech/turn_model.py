@@ -30,8 +30,16 @@ says, after ~100-200 ms of silence, how likely the turn is complete; the engine 
   final 1.71 -> 1.63 s), which made every answer late outside bursts too: at 8 conversations a
   call took 75-85 ms of wall time for 38 of CPU, and a sure turn's end waits for the model's
   answer (bench_turn_taking seed 16 webrtc, decision p50 297.5-322.5 ms niced, 276.5-283.5 not).
+- **A bounded wait.** While its answer is on the way a pause is held as the most doubting answer
+  would hold it (:mod:`voiceagent.conversation.end_of_turn`), so a backlog here would hold every
+  caller's turn: at 200 conversations (bench_capacity, Silero) the 32-deep queue answered ~1 s
+  late and the caller's end of turn reached the recogniser 1.5 s late at p50. A pause that would
+  wait more than :data:`MAX_WAIT_S` for the thread is not taken: refused when the requests ahead
+  of it, at the recent wall time of a call, would keep it longer (``shed``), and answered ``None``
+  unscored when it still waited longer (``late``: the thread was short of a core). Then the words
+  judge it alone, as with ``TURN_MODEL=none``, ~500 ms into the pause (``VAD_SILENCE_TIMEOUT``).
 - A full queue refuses the request (the pause is judged by the lexical rule alone); a failing call
-  answers ``None`` (the same); both logged once.
+  answers ``None`` (the same); each logged once.
 """
 
 from __future__ import annotations
@@ -60,12 +68,19 @@ MODEL_FILE: Final = "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx
 WINDOW_S: Final = 8
 FRAMES: Final = WINDOW_S * SAMPLE_RATE // 160  # 800 feature frames of 10 ms
 QUEUE_SIZE: Final = 32  # pauses waiting for the model; beyond, the lexical rule alone judges
+# the longest a pause waits for the model's thread: asked 160 ms into the pause, with its call
+# (~40-130 ms) it answers about when the words end a complete sentence (500 ms); a later answer can
+# only hold the turn longer. Room for two calls ahead at 8 conversations (bench_turn_taking).
+MAX_WAIT_S: Final = 0.35
+FIRST_CALL_S: Final = 0.05  # a call's wall time before one is measured
 MISSING = (
     "TURN_MODEL=smart-turn needs the pipecat-ai package's model file: run scripts/_setup.sh (it "
     "installs requirements-nodeps.txt without dependencies) or set TURN_MODEL=none"
 )
 
-Request = tuple[bytes, asyncio.AbstractEventLoop, Callable[[float | None], None], Callable[[], bool] | None]
+Request = tuple[
+    bytes, asyncio.AbstractEventLoop, Callable[[float | None], None], Callable[[], bool] | None, float
+]
 
 
 class TurnModelUnavailable(RuntimeError):
@@ -100,10 +115,19 @@ class SmartTurnModel:
 
     name = "smart-turn-v3.2"
 
-    def __init__(self, path: Path | None = None, queue_size: int = QUEUE_SIZE, threads: int = 1):
+    def __init__(
+        self,
+        path: Path | None = None,
+        queue_size: int = QUEUE_SIZE,
+        threads: int = 1,
+        max_wait_s: float = MAX_WAIT_S,
+    ):
         self.path = path or model_path()
         self._session = _load(self.path, threads)
         self.size = queue_size
+        self.max_wait_s = max_wait_s
+        self._call_s = FIRST_CALL_S  # recent wall time of a call (moving average): the expected wait
+        self._in_call = 0  # 1 while the thread serves a request
         self._queue: queue.Queue[Request | None] = queue.Queue(maxsize=queue_size)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -113,14 +137,17 @@ class SmartTurnModel:
         # asked in the worker thread before each call: True while the recogniser is backlogged (a
         # burst), and the request is answered None unscored (see the module's notes)
         self.give_way: Callable[[], bool] | None = None
-        # figures for benchmarks: calls answered, their CPU and wall time, refusals, stale skips,
-        # requests that gave way to the recogniser
+        # figures for benchmarks: calls answered, their CPU and wall time, refusals (queue full),
+        # stale skips, requests that gave way to the recogniser, that would have waited too long
+        # (shed) and that did (late)
         self.calls = 0
         self.cpu_s = 0.0
         self.wall_s = 0.0
         self.refused = 0
         self.skipped = 0
         self.gave_way = 0
+        self.shed = 0
+        self.late = 0
 
     def score(self, pcm16: bytes) -> float:
         """The probability (0-1) that the turn whose audio ends with ``pcm16`` is complete.
@@ -136,11 +163,20 @@ class SmartTurnModel:
     ) -> bool:
         """Queue ``pcm16`` for scoring; ``on_result(probability or None)`` is called later on the
         calling event loop. ``wanted()`` (asked in the worker thread just before scoring) may say the
-        answer is no longer needed. False (and no callback) when the queue is full."""
+        answer is no longer needed. False (and no callback) when the queue is full or the requests
+        ahead would keep this one past ``max_wait_s``: the words judge that pause alone."""
         loop = asyncio.get_running_loop()
         self._ensure_thread()
+        ahead = self._queue.qsize() + self._in_call
+        if ahead and ahead * self._call_s > self.max_wait_s:
+            self.shed += 1
+            wait_ms = round(ahead * self._call_s * 1000)
+            self._warn_once(
+                "behind", "end-of-turn model behind (~%d ms): pauses judged by words meanwhile", wait_ms
+            )
+            return False
         try:
-            self._queue.put_nowait((pcm16, loop, on_result, wanted))
+            self._queue.put_nowait((pcm16, loop, on_result, wanted, time.monotonic()))
         except queue.Full:
             self.refused += 1
             self._warn_once("full", "end-of-turn model queue full (%d): pauses judged by words", self.size)
@@ -175,17 +211,27 @@ class SmartTurnModel:
             request = self._queue.get()
             if request is None:
                 return
-            pcm16, loop, on_result, wanted = request
-            if wanted is not None and not wanted():
-                self.skipped += 1
-                continue
-            probability: float | None = None
-            if self._gives_way():
-                self.gave_way += 1
-            else:
-                probability = self._timed_score(pcm16)
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for the answer
-                loop.call_soon_threadsafe(on_result, probability)
+            self._in_call = 1
+            try:
+                self._serve(*request)
+            finally:
+                self._in_call = 0
+
+    def _serve(
+        self, pcm16: bytes, loop: Any, on_result: Callable, wanted: Callable | None, queued: float
+    ) -> None:
+        if wanted is not None and not wanted():
+            self.skipped += 1
+            return
+        probability: float | None = None
+        if time.monotonic() - queued > self.max_wait_s:
+            self.late += 1  # its pause is held for it: let the words judge it now
+        elif self._gives_way():
+            self.gave_way += 1
+        else:
+            probability = self._timed_score(pcm16)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for the answer
+            loop.call_soon_threadsafe(on_result, probability)
 
     def _gives_way(self) -> bool:
         give_way = self.give_way
@@ -205,8 +251,10 @@ class SmartTurnModel:
         except Exception as exc:
             probability = None
             self._warn_once("error", "end-of-turn model failed, judging by words alone: %s", exc)
+        wall = time.perf_counter() - wall0
         self.cpu_s += time.thread_time() - cpu0
-        self.wall_s += time.perf_counter() - wall0
+        self.wall_s += wall
+        self._call_s += (wall - self._call_s) * 0.2
         self.calls += 1
         return probability
 

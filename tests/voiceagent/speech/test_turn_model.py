@@ -143,7 +143,7 @@ def test_the_factory_links_the_model_to_the_recogniser_it_gives_way_to(model):
 
 
 async def test_a_full_queue_refuses_and_a_stale_request_is_skipped(sentence):
-    small = SmartTurnModel(queue_size=1)
+    small = SmartTurnModel(queue_size=1, max_wait_s=30)
     gate, started = threading.Event(), threading.Event()
 
     def hold() -> bool:  # keeps the worker busy with the first request
@@ -168,6 +168,47 @@ async def test_a_full_queue_refuses_and_a_stale_request_is_skipped(sentence):
     finally:
         gate.set()
         small.close()
+
+
+async def test_a_pause_that_would_wait_past_the_bound_is_judged_by_words(sentence, caplog):
+    """A backlog must not hold callers' turns (a pending answer holds the pause): a request the
+    ones ahead would keep past ``max_wait_s`` is refused at once (shed, logged once), and one that
+    still waited longer is answered None unscored (late), so its pause ends on the words."""
+    bounded = SmartTurnModel(max_wait_s=0.2)
+    gate, started = threading.Event(), threading.Event()
+
+    def hold() -> bool:  # the thread busy with the first request (as if short of a core)
+        started.set()
+        gate.wait(30)
+        return True
+
+    answers: list = []
+    audio = _with_pause(sentence)
+    try:
+        assert bounded.predict(audio, answers.append, hold)
+        assert await asyncio.to_thread(started.wait, 30)
+        with caplog.at_level(logging.WARNING, logger="voiceagent.speech.turn_model"):
+            # at FIRST_CALL_S (50 ms) a call, taken while four are ahead at most: four, then shed
+            taken = [bounded.predict(audio, answers.append) for _ in range(6)]
+        assert taken == [True] * 4 + [False] * 2 and bounded.shed == 2
+        assert len([r for r in caplog.records if "behind" in r.getMessage()]) == 1
+        await asyncio.sleep(0.3)  # all five taken wait past the bound
+        gate.set()
+        for _ in range(600):
+            if len(answers) == 5:
+                break
+            await asyncio.sleep(0.05)
+        assert answers == [None] * 5 and bounded.late == 5 and bounded.calls == 0
+    finally:
+        gate.set()
+        bounded.close()
+    fresh = SmartTurnModel(max_wait_s=0.001)
+    try:  # nothing ahead: always taken, however tight the bound
+        answered: asyncio.Future = asyncio.get_running_loop().create_future()
+        assert fresh.predict(audio, answered.set_result)
+        assert await asyncio.wait_for(answered, 30) > 0.5 and fresh.shed == 0
+    finally:
+        fresh.close()
 
 
 def test_a_missing_package_is_one_clear_line_and_the_factory_falls_back(monkeypatch, caplog):
