@@ -12,6 +12,8 @@ audio path; each figure is taken at the one point every transport's conversation
   handoffs, barge-ins);
 - answers begun in the caller's pause (:mod:`voiceagent.conversation.head_start`): begun, used
   (the turn asked what it had asked) and dropped (the caller went on: a model request for nothing);
+- end-of-turn model requests by outcome (:data:`voiceagent.speech.turn_model.OUTCOMES`): scored,
+  or the pause judged by the words alone (shed, late, full, gave_way: a loaded process);
 - MCP calls: :func:`mcp_call`, from ``mcp_app``'s manager (apps call the runtime, not the reverse);
 - the speech pools (clients in use, warm, refusals): sampled from :mod:`voiceagent.speech.pools`
   at each conversation start and end, closed turn, ``Error`` event and scrape.
@@ -31,6 +33,7 @@ from voiceagent.conversation import events as ev
 from voiceagent.conversation import head_start
 from voiceagent.conversation.timing import STAGES, TurnReport, observe
 from voiceagent.observability import multiproc
+from voiceagent.speech import turn_model
 from voiceagent.speech.pools import POOLS
 
 ENABLED = bool(settings.CONFIG.METRICS_ENABLED)  # off: nothing counted, /metrics is a 404
@@ -58,6 +61,11 @@ POOL_REFUSALS = Counter("voiceagent_pool_refusals", "Speech pool leases refused 
 MCP_CALLS = Counter("voiceagent_mcp_calls", "MCP tool calls by server and outcome", ["server", "outcome"])
 HEAD_STARTS = Counter(
     "voiceagent_head_starts", "Answers begun in the caller's pause: begun, used, dropped", ["outcome"]
+)
+TURN_MODEL_REQUESTS = Counter(
+    "voiceagent_turn_model_requests",
+    "End-of-turn model requests: scored, failed, judged by words alone (shed, late, full, gave_way), stale",
+    ["outcome"],
 )
 ACTIVE = Gauge(
     "voiceagent_active_conversations", "Conversations running", ["transport"], multiprocess_mode="livesum"
@@ -93,6 +101,7 @@ def on_turn(report: TurnReport) -> None:
 if ENABLED:
     observe(on_turn)  # process-wide, once: this module is imported once
     head_start.on_outcome(lambda outcome: HEAD_STARTS.labels(outcome).inc())
+    turn_model.on_outcome(lambda outcome: TURN_MODEL_REQUESTS.labels(outcome).inc())
 
 
 # --- conversations and their events ---------------------------------------------------------------

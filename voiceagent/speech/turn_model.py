@@ -59,7 +59,15 @@ import numpy as np
 
 from voiceagent.speech.log_mel import SAMPLE_RATE, log_mel
 
-__all__ = ["MODEL_FILE", "PACKAGE", "SmartTurnModel", "TurnModelUnavailable", "model_path"]
+__all__ = [
+    "MODEL_FILE",
+    "OUTCOMES",
+    "PACKAGE",
+    "SmartTurnModel",
+    "TurnModelUnavailable",
+    "model_path",
+    "on_outcome",
+]
 
 logger = logging.getLogger("voiceagent.speech.turn_model")
 
@@ -81,6 +89,24 @@ MISSING = (
 Request = tuple[
     bytes, asyncio.AbstractEventLoop, Callable[[float | None], None], Callable[[], bool] | None, float
 ]
+
+
+# what became of a request: scored (or failed, None), or judged by the words alone without the
+# model (shed, late, full, gave_way), or no longer wanted (stale); told to the Prometheus counter
+OUTCOMES: Final = ("scored", "failed", "shed", "late", "full", "gave_way", "stale")
+_LISTENERS: list[Callable[[str], None]] = []
+
+
+def on_outcome(listener: Callable[[str], None]) -> None:
+    """``listener(outcome)`` for each request's outcome (:data:`OUTCOMES`), process-wide; called on
+    the loop (shed, full) or the model's thread (the rest): it must be thread-safe and quick."""
+    _LISTENERS.append(listener)
+
+
+def _tell(outcome: str) -> None:
+    for listener in _LISTENERS:
+        with contextlib.suppress(Exception):  # a broken listener never stops the model
+            listener(outcome)
 
 
 class TurnModelUnavailable(RuntimeError):
@@ -170,6 +196,7 @@ class SmartTurnModel:
         ahead = self._queue.qsize() + self._in_call
         if ahead and ahead * self._call_s > self.max_wait_s:
             self.shed += 1
+            _tell("shed")
             wait_ms = round(ahead * self._call_s * 1000)
             self._warn_once(
                 "behind", "end-of-turn model behind (~%d ms): pauses judged by words meanwhile", wait_ms
@@ -179,6 +206,7 @@ class SmartTurnModel:
             self._queue.put_nowait((pcm16, loop, on_result, wanted, time.monotonic()))
         except queue.Full:
             self.refused += 1
+            _tell("full")
             self._warn_once("full", "end-of-turn model queue full (%d): pauses judged by words", self.size)
             return False
         return True
@@ -222,12 +250,15 @@ class SmartTurnModel:
     ) -> None:
         if wanted is not None and not wanted():
             self.skipped += 1
+            _tell("stale")
             return
         probability: float | None = None
         if time.monotonic() - queued > self.max_wait_s:
             self.late += 1  # its pause is held for it: let the words judge it now
+            _tell("late")
         elif self._gives_way():
             self.gave_way += 1
+            _tell("gave_way")
         else:
             probability = self._timed_score(pcm16)
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for the answer
@@ -256,6 +287,7 @@ class SmartTurnModel:
         self.wall_s += wall
         self._call_s += (wall - self._call_s) * 0.2
         self.calls += 1
+        _tell("failed" if probability is None else "scored")
         return probability
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:

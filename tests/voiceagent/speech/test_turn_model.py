@@ -170,12 +170,21 @@ async def test_a_full_queue_refuses_and_a_stale_request_is_skipped(sentence):
         small.close()
 
 
+def _counted(outcome: str) -> float:
+    from prometheus_client import REGISTRY
+
+    from voiceagent.observability import metrics  # noqa: F401 - it subscribes the counter
+
+    return REGISTRY.get_sample_value("voiceagent_turn_model_requests_total", {"outcome": outcome}) or 0.0
+
+
 async def test_a_pause_that_would_wait_past_the_bound_is_judged_by_words(sentence, caplog):
     """A backlog must not hold callers' turns (a pending answer holds the pause): a request the
     ones ahead would keep past ``max_wait_s`` is refused at once (shed, logged once), and one that
     still waited longer is answered None unscored (late), so its pause ends on the words."""
     bounded = SmartTurnModel(max_wait_s=0.2)
     gate, started = threading.Event(), threading.Event()
+    before = {outcome: _counted(outcome) for outcome in ("shed", "late")}
 
     def hold() -> bool:  # the thread busy with the first request (as if short of a core)
         started.set()
@@ -199,6 +208,8 @@ async def test_a_pause_that_would_wait_past_the_bound_is_judged_by_words(sentenc
                 break
             await asyncio.sleep(0.05)
         assert answers == [None] * 5 and bounded.late == 5 and bounded.calls == 0
+        # in /metrics too: an operator sees the process short of CPU for its conversations
+        assert _counted("shed") - before["shed"] == 2 and _counted("late") - before["late"] == 5
     finally:
         gate.set()
         bounded.close()
