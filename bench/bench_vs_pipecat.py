@@ -51,8 +51,12 @@ What is NOT the same, by design or left as each framework ships it:
   gate) makes both run the model throughout.
 - One ONNX session per process (ours) against one per conversation, each with its own inference
   thread (Pipecat's SileroVADAnalyzer); both with one intra-op thread, onnxruntime 1.32.0.
-- Pipecat's default turn end is Smart Turn v3 (a second model), replaced here by its speech-timeout
-  strategy, since the service has no turn model: a Pipecat run with its defaults would cost more.
+- The turn end is the same on both sides (``--turn-model``): ``none`` (the default) ends a turn on
+  the silence alone (our ``TURN_MODEL=none``, Pipecat's speech-timeout strategy); ``smart-turn``
+  runs Smart Turn v3.2 on both, each framework's default (ours asks it at 160 ms of silence and
+  fuses it with the words; Pipecat's at its VAD's 0.2 s stop, ending the turn above 0.5). Until
+  2026-12-02 our side ran its default Smart Turn against Pipecat's speech timeout: a second model
+  on one side only (10 conversations: 31.7 against 83.6 ms of CPU a session-second).
 - Both under uvicorn 0.54 + uvloop 0.23, without per-message deflate; websockets 15 (ours) and 17
   (Pipecat's own requirement). Loguru at WARNING on the Pipecat side (its default is DEBUG).
 
@@ -109,6 +113,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--venv", default=str(ROOT / "var" / "bench-venvs" / "pipecat"), help="Pipecat's venv"
     )
+    parser.add_argument(
+        "--pipecat-no-rtvi", action="store_true", help="Pipecat without its RTVI events (audio only)"
+    )
+    parser.add_argument(
+        "--turn-model",
+        default="none",
+        choices=("none", "smart-turn"),
+        help="end of turn on both sides: none (the silence alone: our TURN_MODEL=none, Pipecat's speech"
+        " timeout) or smart-turn (Smart Turn v3.2 on both: our default, Pipecat's default)",
+    )
     args = parser.parse_args(argv)
     args.conversations = [int(n) for n in str(args.conversations).split(",")]
     if args.rounds < 1 or args.turns < 1 or min(args.conversations) < 1:
@@ -117,11 +131,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def start_pipecat(
-    python: Path, silence_ms: int, log: Path, rtvi: bool = True
+    python: Path, silence_ms: int, log: Path, rtvi: bool = True, smart_turn: bool = False
 ) -> tuple[subprocess.Popen, int]:
     port = free_port()
     argv = [str(python), str(ROOT / "bench" / "pipecat_peer" / "server.py"), "--port", str(port)]
     argv += ["--silence-ms", str(silence_ms), "--greeting", GREETING] + ([] if rtvi else ["--no-rtvi"])
+    argv += ["--smart-turn"] if smart_turn else []
     out = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=out, env={**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -206,8 +221,12 @@ def run(args: argparse.Namespace) -> dict:
         text, voice, wpm = SENTENCE
         speech = espeak_speech(text, voice, wpm, tmp)
         clip = caller.make_clip(speech, args.turns, args.lead_s, args.tail_s, args.noise_dbfs)
-        peer, port = start_pipecat(python, args.silence_ms, tmp / "pipecat.log", not args.pipecat_no_rtvi)
+        smart_turn = args.turn_model == "smart-turn"
+        peer, port = start_pipecat(
+            python, args.silence_ms, tmp / "pipecat.log", not args.pipecat_no_rtvi, smart_turn
+        )
         extra = {
+            "TURN_MODEL": args.turn_model,  # the same turn end on both sides
             "VAD_PROVIDER": "silero",
             "VAD_SILENCE_TIMEOUT": str(args.silence_ms),
             "LIFECYCLE_PLUGINS": "instant_providers",
@@ -262,9 +281,13 @@ def run(args: argparse.Namespace) -> dict:
             "silero_threshold": 0.5,
             "rounds": args.rounds,
             "spread_s": args.spread_s,
-            "ours": "uvicorn, 1 process, instant_providers, VAD_PROVIDER=silero, browser socket (JSON audio)",
+            "turn_model": args.turn_model,
+            "ours": "uvicorn, 1 process, instant_providers, VAD_PROVIDER=silero, browser socket "
+            f"(JSON audio), TURN_MODEL={args.turn_model}",
             "pipecat": "uvicorn + FastAPI, 1 process, FastAPIWebsocketTransport, raw PCM16, Silero in the "
-            "user aggregator, SpeechTimeoutUserTurnStopStrategy, "
+            "user aggregator, "
+            + ("Smart Turn v3 (its default stop), " if args.turn_model == "smart-turn" else "")
+            + ("" if args.turn_model == "smart-turn" else "SpeechTimeoutUserTurnStopStrategy, ")
             + ("RTVI off" if args.pipecat_no_rtvi else "RTVI on (Pipecat's default)"),
         },
         "server_log": problems[:5],

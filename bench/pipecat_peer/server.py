@@ -60,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-rtvi", action="store_true", help="without RTVI (Pipecat's events to its clients)"
     )
+    parser.add_argument(
+        "--smart-turn",
+        action="store_true",
+        help="Pipecat's default turn end (Smart Turn v3 at its VAD's stop) instead of the speech timeout",
+    )
     return parser.parse_args(argv)
 
 
@@ -78,13 +83,15 @@ async def converse(websocket: WebSocket, args: argparse.Namespace) -> None:
     )
     stop_secs = min(VAD_STOP_SECS, args.silence_ms / 1000)
     vad = SileroVADAnalyzer(params=VADParams(confidence=args.confidence, stop_secs=stop_secs))
-    stop = SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=args.silence_ms / 1000 - stop_secs)
+    if args.smart_turn:  # no stop strategy given: Pipecat's default, Smart Turn v3
+        strategies = UserTurnStrategies()
+    else:
+        stop = SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=args.silence_ms / 1000 - stop_secs)
+        strategies = UserTurnStrategies(stop=[stop])
     context = LLMContext()
     user, assistant = LLMContextAggregatorPair(
         context,
-        user_params=LLMUserAggregatorParams(
-            vad_analyzer=vad, user_turn_strategies=UserTurnStrategies(stop=[stop])
-        ),
+        user_params=LLMUserAggregatorParams(vad_analyzer=vad, user_turn_strategies=strategies),
     )
     pipeline = Pipeline(
         [

@@ -139,6 +139,9 @@ def test_a_turn_never_answered_is_missing():
 
 def test_arguments_and_verdicts():
     args = bench.parse_args(["--conversations", "10,50", "--rounds", "3"])
+    assert args.pipecat_no_rtvi is False  # run() reads it: Pipecat's default, RTVI on
+    assert bench.parse_args(["--pipecat-no-rtvi"]).pipecat_no_rtvi is True
+    assert args.turn_model == "none"  # like for like: the silence alone on both sides
     assert args.conversations == [10, 50] and args.rounds == 3 and args.silence_ms == 500
     assert args.venv.endswith("var/bench-venvs/pipecat")
     with pytest.raises(SystemExit):
