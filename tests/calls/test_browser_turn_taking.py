@@ -401,13 +401,12 @@ async def test_a_phrase_the_phone_line_turned_into_a_short_sentence_does_not_end
         digits = np.frombuffer(pcm16("four two seven one", voice), "<i2")
         caller.say(phone_line(np.concatenate([lead, np.zeros(16 * 1200, np.int16), digits])))
 
-        def read_the_code(m: dict) -> bool:  # the digits heard, whichever ones (at 8 kHz Whisper
-            # may hear "seven" as "three": that is recognition, not the end of the turn under test)
-            if not final("transcript")(m):
-                return False
-            words = re.findall(r"[a-z0-9]+", m["payload"]["text"].lower())
-            return sum(map(is_number, words)) >= 2
-
-        await caller.wait(read_the_code, after=at, timeout=WORDS_S)
+        await caller.wait(final("transcript"), after=at, timeout=WORDS_S)
         finals = [m["payload"]["text"] for m in caller.since(at) if final("transcript")(m)]
         assert len(finals) == 1, finals  # not "My golden." answered, then the code as a new turn
+        # the code is in that one final, whichever digits the recogniser made of it: at 8 kHz on a
+        # loaded machine Whisper heard "seven" as "three", and once the whole line as "My card is
+        # one." (CI, 2026-12-02, after "My golden. Four two seven one." as the pause's hypothesis):
+        # recognition, not the end of the turn under test. A turn cut after "My golden." has none.
+        words = re.findall(r"[a-z0-9]+", finals[0].lower())
+        assert sum(map(is_number, words)) >= 1, finals
