@@ -164,6 +164,24 @@ def pools(ws_base: str) -> dict:
     return {name: {k: m[k] for k in keys if k in m} for name, m in body.get("pools", {}).items()}
 
 
+def turn_model_requests(ws_base: str) -> dict:
+    """The end-of-turn model's requests by outcome (``GET /metrics``): how many pauses it scored, and
+    how many the words judged alone because it was behind (shed, late, full)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        text = httpx.get(ws_base.replace("ws://", "http://") + "/metrics", timeout=10).text
+    except httpx.HTTPError as exc:
+        return {"error": str(exc)[:80]}
+    return {
+        sample.labels["outcome"]: int(sample.value)
+        for family in text_string_to_metric_families(text)
+        if family.name == "voiceagent_turn_model_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+
+
 def ms(values: list[float], *ps: int) -> dict[str, float | None]:
     out: dict[str, float | None] = {f"p{p}": pct(values, p) for p in ps}
     out["max"] = round(max(values), 2) if values else None
@@ -357,6 +375,7 @@ def cloud(args) -> dict:
                 )
                 llm = httpx.get(f"{peer_url}/bench/delays", timeout=10).json()
                 pool_figures = pools(base)
+                model_requests = turn_model_requests(base)
                 recorded = recording_figures(base, tmp / "recordings") if args.recording else None
             problems = log_problems(log)
             delays = merge_delays(tmp.glob("delays.json.*"))
@@ -365,6 +384,7 @@ def cloud(args) -> dict:
         peer.wait(10)
     figures = cloud_figures(args, res, cores, busy, problems, delays, llm)
     figures["pools"] = pool_figures  # with --hosts 2: the host nginx sent this request to
+    figures["turn_model_requests"] = model_requests  # the same host's
     figures["hosts"] = args.hosts
     if recorded is not None:
         figures["recording"] = recorded

@@ -49,3 +49,5 @@ def test_cloud_mode_measures_every_turn_stage_by_stage(vad):
     assert figures["server_added_ms"]["p50"] is not None
     assert len(figures["server_added_by_stage_ms"]) == 9
     assert figures["cpu_cores"]["server waiting for a core"] >= 0
+    requests = figures["turn_model_requests"]  # from the server's /metrics, by outcome
+    assert "error" not in requests and all(isinstance(n, int) for n in requests.values()), requests
