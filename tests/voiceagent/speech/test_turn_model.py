@@ -214,10 +214,12 @@ async def test_a_pause_that_would_wait_past_the_bound_is_judged_by_words(sentenc
         gate.set()
         bounded.close()
     fresh = SmartTurnModel(max_wait_s=0.001)
-    try:  # nothing ahead: always taken, however tight the bound
+    try:  # nothing ahead: always taken, however tight the bound (never shed)
         answered: asyncio.Future = asyncio.get_running_loop().create_future()
-        assert fresh.predict(audio, answered.set_result)
-        assert await asyncio.wait_for(answered, 30) > 0.5 and fresh.shed == 0
+        assert fresh.predict(audio, answered.set_result) and fresh.shed == 0
+        answer = await asyncio.wait_for(answered, 30)
+        # the thread may wake past 1 ms on a loaded machine: then late and unscored, else a score
+        assert (answer is None and fresh.late == 1) or (answer > 0.5 and fresh.late == 0)
     finally:
         fresh.close()
 
