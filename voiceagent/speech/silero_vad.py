@@ -227,8 +227,9 @@ class SileroVAD:
         samples = np.frombuffer(frame, dtype="<i2")
         n = samples.size
         buffer, fill = self._buffer, self._fill
-        np.multiply(samples, 1.0 / 32768.0, out=buffer[fill : fill + n], casting="unsafe")
-        loud = float(np.dot(buffer[fill : fill + n], buffer[fill : fill + n])) >= self._gate_ms * n
+        part = buffer[fill : fill + n]  # one view (each slice costs ~0.3 us: it runs for every frame)
+        np.multiply(samples, 1.0 / 32768.0, out=part, casting="unsafe")
+        loud = bool(part.dot(part) >= self._gate_ms * n)
         fill += n
         window = self._window
         row = None

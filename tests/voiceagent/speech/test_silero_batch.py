@@ -101,8 +101,41 @@ async def test_batched_verdicts_equal_one_model_call_per_stream_in_order(sounds,
     assert session.threads == {batcher.thread_id} != {threading.get_ident()}
     assert delivered_on == {threading.get_ident()}
     assert max(session.batches) > 1 and batcher.largest_batch == max(session.batches)
-    assert batcher.windows == sum(session.batches) and batcher.frames == sum(len(f) for f in frames)
+    assert batcher.windows == sum(session.batches)
+    assert batcher.frames + batcher.frames_inline == sum(len(f) for f in frames)
     assert batcher.model_calls < batcher.windows and batcher.frames_dropped == 0
+
+
+async def test_a_frame_the_model_need_not_hear_never_leaves_the_loop(sounds, batcher):
+    """Frames in real time (a yield after each stream's frame): one that completes no window, or
+    only a window under the energy gate, is answered in ``submit`` itself when nothing of its stream
+    is in flight; only loud windows reach the worker. The verdicts and the model's state are those
+    of the stream run alone, and the quiet stream never wakes the thread."""
+    quiet = pcm16_to_bytes(silence(16000, 1000)) + _noise(16000, -60.0, seed=5)
+    audio = [sounds[0], quiet]
+    alone = []
+    for one in audio:
+        vad = SileroVAD()
+        alone.append(([vad.is_speech(f) for f in _frames(one)], vad))
+    streams = [BatchedSileroVAD(batcher=batcher) for _ in audio]
+    got: list[list[bool]] = [[], []]
+    at_once: list[int] = [0, 0]
+    for i, (stream, one) in enumerate(zip(streams, audio, strict=True)):
+        for frame in _frames(one):
+            before = len(got[i])
+            stream.submit(frame, lambda frame, speech, i=i: got[i].append(speech))
+            at_once[i] += len(got[i]) - before
+            await _until(lambda i=i, stream=stream: stream.in_flight == 0)
+    for i, one in enumerate(audio):
+        assert got[i] == alone[i][0]
+        assert streams[i].windows_run == alone[i][1].windows_run
+        np.testing.assert_allclose(streams[i]._state, alone[i][1]._state, atol=1e-5)
+    total = [len(_frames(one)) for one in audio]
+    assert at_once[1] == total[1]  # the quiet line: every verdict given in submit
+    assert 0 < at_once[0] < total[0] and any(got[0])  # the sentence: its loud windows on the thread
+    assert batcher.frames_inline == sum(at_once) and batcher.frames == total[0] - at_once[0]
+    assert batcher.windows == streams[0].windows_run == sum(batcher.session.batches)
+    assert batcher.session.threads == {batcher.thread_id}
 
 
 @pytest.mark.slow
@@ -163,7 +196,8 @@ async def test_a_conversation_closing_mid_batch(sounds, batcher, caplog):
     for frame in frames:  # all at once: the verdicts are still to come when ``gone`` closes
         gone.push_audio(frame)
         stays.push_audio(frame)
-    assert gone.vad.in_flight == len(frames)  # none judged yet (no yield to the loop so far)
+    # its speech not judged yet (no yield to the loop so far; the silence before it was, in submit)
+    assert gone.vad.in_flight > len(frames) // 2
     await gone.close()
     for _ in range(40):
         stays.push_audio(bytes(640))
@@ -182,16 +216,17 @@ async def test_a_full_stream_drops_new_frames_and_counts_them(caplog):
     try:
         vad = BatchedSileroVAD(batcher=batcher, max_pending=3)
         answered: list[bytes] = []
-        frames = [bytes([i]) * 640 for i in range(10)]
+        frames = [bytes([64 + i]) * 640 for i in range(10)]  # loud: each window goes to the model
         caplog.set_level(logging.WARNING, logger="voiceagent.speech")
-        for frame in frames:  # no yield: no verdict can come back meanwhile
+        for frame in frames:  # no yield: no verdict can come back from the worker meanwhile
             vad.submit(frame, lambda frame, speech: answered.append(frame))
-        assert vad.frames_dropped == batcher.frames_dropped == 7
-        await _until(lambda: len(answered) == 3)
-        assert answered == frames[:3] and vad.in_flight == 0
-        assert len([r for r in caplog.records if "frames behind" in r.getMessage()]) == 1
-        vad.submit(frames[3], lambda frame, speech: answered.append(frame))  # room again
+        # the first completes no window (answered in submit), the next three are taken, six dropped
+        assert vad.frames_dropped == batcher.frames_dropped == 6 and batcher.frames_inline == 1
         await _until(lambda: len(answered) == 4)
+        assert answered == frames[:4] and vad.in_flight == 0
+        assert len([r for r in caplog.records if "frames behind" in r.getMessage()]) == 1
+        vad.submit(frames[4], lambda frame, speech: answered.append(frame))  # room again
+        await _until(lambda: len(answered) == 5)
         with pytest.raises(ValueError, match="640 bytes"):
             vad.submit(b"\0" * 320, lambda frame, speech: None)
     finally:
