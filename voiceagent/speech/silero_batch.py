@@ -18,14 +18,17 @@ back a few milliseconds later, on the loop, in order:
 - **State per stream, touched by one side at a time.** Each :class:`BatchedSileroVAD` keeps its
   LSTM state, 64-sample context and hysteresis (it is a :class:`SileroVAD`). While any of its frames
   is submitted and not answered, only the worker thread reads or writes them.
-- **No thread hop for a frame the model need not hear.** A stream with nothing in flight takes its
-  frame on the loop (:meth:`SileroVAD._take`: a few microseconds of numpy): a frame that completes
-  no window, or only a window under the energy gate (the line between turns, a caller listening),
-  is answered at once, in ``submit``; only a loud window's row goes to the worker, already taken.
-  The line between turns and the frames between windows never wake the thread. At 10
-  conversations (bench_vs_pipecat's clip) its wake-ups, each a batch of one or two rows and a
-  callback into the loop, were half the process's CPU; taking those frames on the loop cut the
-  thread's CPU by a third (7.6-10.4 -> 5.0-6.3 ms a session-second) for ~3.6 us a frame there.
+- **No thread hop for a frame the model need not hear, while few conversations share the thread**
+  (up to ``inline_streams``, 64). A stream with nothing in flight takes its frame on the loop
+  (:meth:`SileroVAD._take`: a few microseconds of numpy): a frame that completes no window, or only
+  a window under the energy gate (the line between turns, a caller listening), is answered at once,
+  in ``submit``; only a loud window's row goes to the worker, already taken. The line between turns
+  and the frames between windows never wake the thread. At 10 conversations (bench_vs_pipecat's
+  clip) its wake-ups, each a batch of one or two rows and a callback into the loop, were half the
+  process's CPU; taking those frames on the loop cut the thread's CPU by a third (7.6-10.4 ->
+  5.0-6.3 ms a session-second) for ~3.6 us a frame there. With many conversations a tick's batch
+  amortises the hop and the loop is the scarce core (at 200, taking the frames there added ~0.06 of
+  a core to the loop, bench_capacity): every frame goes to the worker, as before.
 - **Verdicts back in one callback per batch** (``loop.call_soon_threadsafe``, per event loop),
   which calls each stream's ``on_verdict(frame, speech)`` in the order the frames were submitted.
   A conversation closed meanwhile just ignores its verdicts.
@@ -47,6 +50,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
@@ -60,6 +64,7 @@ __all__ = ["BatchedSileroVAD", "SileroBatcher", "shared_batcher"]
 logger = logging.getLogger("voiceagent.speech")
 
 TICK_S: Final = 0.005
+INLINE_STREAMS: Final = 64  # live streams up to which quiet frames are taken on the loop (see module)
 MAX_PENDING_FRAMES: Final = 500  # 10 s of 20 ms frames per stream (ListeningConfig.input_queue_frames)
 
 Verdict = Callable[[bytes, bool], None]
@@ -69,9 +74,11 @@ Taken = tuple[bool, np.ndarray] | None  # a frame already taken on the loop: (lo
 class SileroBatcher:
     """The inference thread: streams' frames in, one batched model call per tick, verdicts out."""
 
-    def __init__(self, session: Any = None, tick_s: float = TICK_S):
+    def __init__(self, session: Any = None, tick_s: float = TICK_S, inline_streams: int = INLINE_STREAMS):
         self.session = session if session is not None else shared_session()
         self.tick_s = tick_s
+        self.inline_streams = inline_streams
+        self.streams: weakref.WeakSet[BatchedSileroVAD] = weakref.WeakSet()  # live, that submitted
         self._inbox: queue.SimpleQueue[tuple[BatchedSileroVAD, bytes, Taken] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -139,6 +146,7 @@ class SileroBatcher:
                 logger.exception("Silero VAD batch failed")
             if stop:
                 return
+            first = items = None  # no stream kept alive (and counted live) while the thread waits
 
     def _batch(self, items: list[tuple[BatchedSileroVAD, bytes, Taken]]) -> None:
         frames: dict[BatchedSileroVAD, deque[tuple[bytes, Taken]]] = {}
@@ -221,7 +229,16 @@ class BatchedSileroVAD(SileroVAD):
     ``on_verdict(frame, speech)`` is called on the submitting loop, in order. One per stream;
     ``is_speech`` still works (synchronously) but must not be mixed with ``submit`` on one stream."""
 
-    __slots__ = ("_warned", "batcher", "frames_dropped", "in_flight", "loop", "max_pending", "on_verdict")
+    __slots__ = (
+        "__weakref__",
+        "_warned",
+        "batcher",
+        "frames_dropped",
+        "in_flight",
+        "loop",
+        "max_pending",
+        "on_verdict",
+    )
 
     def __init__(
         self,
@@ -269,14 +286,17 @@ class BatchedSileroVAD(SileroVAD):
             return
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
+            self.batcher.streams.add(self)
         self.on_verdict = on_verdict
         taken: Taken = None
-        if not self.in_flight:  # the worker holds none of this stream's frames: its state is ours
+        batcher = self.batcher
+        # nothing in flight: the worker holds none of this stream's frames, its state is ours
+        if not self.in_flight and len(batcher.streams) <= batcher.inline_streams:
             loud, row = self._take(frame)
             if row is None:  # no window for the model: answered now, no thread hop
-                self.batcher.frames_inline += 1
+                batcher.frames_inline += 1
                 on_verdict(frame, loud and self.speaking)
                 return
             taken = (loud, row)
         self.in_flight += 1
-        self.batcher.put(self, frame, taken)
+        batcher.put(self, frame, taken)

@@ -6,6 +6,7 @@ thread); a conversation closing mid-batch; a full stream drops and counts."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 
@@ -136,6 +137,31 @@ async def test_a_frame_the_model_need_not_hear_never_leaves_the_loop(sounds, bat
     assert batcher.frames_inline == sum(at_once) and batcher.frames == total[0] - at_once[0]
     assert batcher.windows == streams[0].windows_run == sum(batcher.session.batches)
     assert batcher.session.threads == {batcher.thread_id}
+
+
+async def test_past_inline_streams_every_frame_goes_to_the_worker(sounds):
+    """Many conversations on the thread: a tick's batch amortises the hop and the loop is the scarce
+    core, so past ``inline_streams`` live streams even a quiet frame is judged on the worker."""
+    batcher = SileroBatcher(ThreadRecordingSession(), tick_s=0.0, inline_streams=1)
+    try:
+        first, second = BatchedSileroVAD(batcher=batcher), BatchedSileroVAD(batcher=batcher)
+        quiet = _frames(pcm16_to_bytes(silence(16000, 200)))
+        got: list[bool] = []
+        for frame in quiet:
+            first.submit(frame, lambda frame, speech: got.append(speech))
+        assert len(got) == len(quiet) and batcher.frames_inline == len(quiet)  # alone: in submit
+        second.submit(quiet[0], lambda frame, speech: got.append(speech))  # two live streams now
+        for frame in quiet:
+            first.submit(frame, lambda frame, speech: got.append(speech))
+        assert batcher.frames_inline == len(quiet) and first.in_flight == len(quiet)
+        await _until(lambda: len(got) == 2 * len(quiet) + 1)
+        assert not any(got) and batcher.frames == len(quiet) + 1
+        del second  # a conversation gone: the first takes its frames on the loop again
+        gc.collect()
+        first.submit(quiet[0], lambda frame, speech: got.append(speech))
+        assert batcher.frames_inline == len(quiet) + 1
+    finally:
+        batcher.stop()
 
 
 @pytest.mark.slow
