@@ -22,13 +22,12 @@ back a few milliseconds later, on the loop, in order:
   (up to ``inline_streams``, 64). A stream with nothing in flight takes its frame on the loop
   (:meth:`SileroVAD._take`: a few microseconds of numpy): a frame that completes no window, or only
   a window under the energy gate (the line between turns, a caller listening), is answered at once,
-  in ``submit``; only a loud window's row goes to the worker, already taken. The line between turns
-  and the frames between windows never wake the thread. At 10 conversations (bench_vs_pipecat's
-  clip) its wake-ups, each a batch of one or two rows and a callback into the loop, were half the
-  process's CPU; taking those frames on the loop cut the thread's CPU by a third (7.6-10.4 ->
-  5.0-6.3 ms a session-second) for ~3.6 us a frame there. With many conversations a tick's batch
-  amortises the hop and the loop is the scarce core (at 200, taking the frames there added ~0.06 of
-  a core to the loop, bench_capacity): every frame goes to the worker, as before.
+  in ``submit``; only a loud window's row goes to the worker, already taken. At 10 conversations
+  (bench_vs_pipecat's clip) its wake-ups, each a batch of one or two rows and a callback into the
+  loop, were half the process's CPU; taking those frames on the loop cut the thread's CPU by a third
+  (7.6-10.4 -> 5.0-6.3 ms a session-second) for ~3.6 us a frame there. With many conversations a
+  tick's batch amortises the hop and the loop is the scarce core (at 200, taking the frames there
+  added ~0.06 of a core to the loop, bench_capacity): every frame goes to the worker, as before.
 - **Verdicts back in one callback per batch** (``loop.call_soon_threadsafe``, per event loop),
   which calls each stream's ``on_verdict(frame, speech)`` in the order the frames were submitted.
   A conversation closed meanwhile just ignores its verdicts.
